@@ -1,0 +1,191 @@
+//! Configuration: defaults → TOML file → `EDDY_*` environment → command-line flags.
+//!
+//! Top-level keys map one-to-one to env names (`kafka_brokers` ↔ `EDDY_KAFKA_BROKERS`); nested
+//! sections use a double underscore (`EDDY_ENGINE__IDLE_TIMEOUT_MS`).
+use crate::engine::EngineConfig;
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    #[error("cannot load configuration: {0}")]
+    Load(#[from] Box<figment::Error>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub kafka_brokers: String,
+    pub input_topic: String,
+    pub output_topic: String,
+    pub dlq_topic: String,
+    /// Compacted state changelog, co-partitioned with the input. Default: `<group_id>.changelog`.
+    pub changelog_topic: Option<String>,
+    pub group_id: String,
+    /// Create missing topics (input, output, dead-letter, changelog) with this many partitions.
+    pub create_topics: bool,
+    pub topic_partitions: i32,
+    pub topic_replication: i32,
+    pub session_timeout_ms: u32,
+    pub clickhouse_url: String,
+    pub clickhouse_database: String,
+    pub clickhouse_user: Option<String>,
+    pub clickhouse_password: Option<String>,
+    /// A flush (ClickHouse insert → output delivery → changelog → offset commit) happens when a
+    /// batch holds this many input messages, or `flush_interval_ms` after its first message.
+    pub batch_max_messages: usize,
+    pub flush_interval_ms: u64,
+    /// Raw librdkafka properties passed through to the consumer / producer.
+    pub kafka_consumer: BTreeMap<String, String>,
+    pub kafka_producer: BTreeMap<String, String>,
+    /// Print a progress line every this many seconds (0 = never).
+    pub progress_interval_s: u64,
+    pub engine: EngineConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            kafka_brokers: "127.0.0.1:9092".into(),
+            input_topic: "agent.steps".into(),
+            output_topic: "agent.signals".into(),
+            dlq_topic: "agent.steps.dlq".into(),
+            changelog_topic: None,
+            group_id: "eddy".into(),
+            create_topics: true,
+            topic_partitions: 12,
+            topic_replication: 1,
+            session_timeout_ms: 45_000,
+            clickhouse_url: "http://127.0.0.1:8123".into(),
+            clickhouse_database: "eddy".into(),
+            clickhouse_user: None,
+            clickhouse_password: None,
+            batch_max_messages: 20_000,
+            flush_interval_ms: 250,
+            kafka_consumer: BTreeMap::new(),
+            kafka_producer: BTreeMap::new(),
+            progress_interval_s: 10,
+            engine: EngineConfig::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Layer defaults, an optional TOML file, the environment and explicit overrides.
+    pub fn load(file: Option<&Path>, overrides: &[(&str, String)]) -> Result<Self, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(f) = file {
+            if !f.exists() {
+                return Err(ConfigError::Invalid(format!(
+                    "config file {} does not exist",
+                    f.display()
+                )));
+            }
+            fig = fig.merge(Toml::file(f));
+        }
+        fig = fig.merge(
+            Env::prefixed("EDDY_")
+                .ignore(&["CONFIG", "LOG", "LOG_FORMAT"])
+                .split("__"),
+        );
+        for (k, v) in overrides {
+            fig = fig.merge((*k, v.clone()));
+        }
+        let cfg: Config = fig.extract().map_err(Box::new)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn changelog_topic(&self) -> String {
+        self.changelog_topic
+            .clone()
+            .unwrap_or_else(|| format!("{}.changelog", self.group_id))
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.kafka_brokers.trim().is_empty() {
+            return bad("kafka_brokers (EDDY_KAFKA_BROKERS) is empty".into());
+        }
+        let topics = [
+            ("input_topic", &self.input_topic),
+            ("output_topic", &self.output_topic),
+            ("dlq_topic", &self.dlq_topic),
+        ];
+        for (name, t) in topics {
+            if t.is_empty()
+                || !t
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            {
+                return bad(format!("{name} `{t}` is not a valid Kafka topic name"));
+            }
+        }
+        if self.input_topic == self.output_topic || self.input_topic == self.dlq_topic {
+            return bad("input_topic must differ from output_topic and dlq_topic".into());
+        }
+        if !self
+            .clickhouse_database
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || self.clickhouse_database.is_empty()
+        {
+            return bad(format!(
+                "clickhouse_database `{}` must be [A-Za-z0-9_]+",
+                self.clickhouse_database
+            ));
+        }
+        if let Err(e) = self.engine.detectors.validate() {
+            return bad(format!("engine.detectors: {e}"));
+        }
+        if self.topic_partitions < 1 {
+            return bad("topic_partitions must be >= 1".into());
+        }
+        if self.batch_max_messages == 0 {
+            return bad("batch_max_messages must be >= 1".into());
+        }
+        if self.flush_interval_ms.saturating_mul(2) >= u64::from(self.session_timeout_ms) {
+            return bad(format!(
+                "flush_interval_ms ({}) must be well below session_timeout_ms ({})",
+                self.flush_interval_ms, self.session_timeout_ms
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's own error type
+    fn flags_beat_env_and_env_beats_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("EDDY_INPUT_TOPIC", "from.env");
+            jail.set_env("EDDY_GROUP_ID", "g-env");
+            jail.set_env("EDDY_ENGINE__IDLE_TIMEOUT_MS", "1234");
+            let cfg = Config::load(None, &[("group_id", "g-flag".into())]).unwrap();
+            assert_eq!(cfg.input_topic, "from.env");
+            assert_eq!(cfg.group_id, "g-flag");
+            assert_eq!(cfg.engine.idle_timeout_ms, 1234);
+            assert_eq!(cfg.output_topic, "agent.signals");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn rejects_bad_values_with_the_setting_name() {
+        let cfg = Config {
+            clickhouse_database: "eddy; DROP".into(),
+            ..Config::default()
+        };
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("clickhouse_database"), "{err}");
+    }
+}

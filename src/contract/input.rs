@@ -1,0 +1,453 @@
+//! Decoding of input events (JSON, one object per Kafka message, key = run_id).
+//!
+//! Decoding is two-step on purpose: a flat, borrowed wire struct first (fast, and it keeps
+//! `tool_input` as the exact bytes that arrived, which keelwave's fingerprint of record hashes),
+//! then validation per `kind` into an owned [`Event`]. Every failure carries a machine-readable
+//! reason so the dead-letter topic can say what to fix.
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// A run is identified by (project_id, run_id); run ids are only unique within a project.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, Deserialize)]
+pub struct RunKey {
+    pub project_id: String,
+    pub run_id: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    RunStarted(RunStarted),
+    Step(Step),
+    RunFinished(RunFinished),
+}
+
+impl Event {
+    pub fn key(&self) -> &RunKey {
+        match self {
+            Event::RunStarted(e) => &e.key,
+            Event::Step(e) => &e.key,
+            Event::RunFinished(e) => &e.key,
+        }
+    }
+    pub fn ts_ms(&self) -> i64 {
+        match self {
+            Event::RunStarted(e) => e.ts_ms,
+            Event::Step(e) => e.ts_ms,
+            Event::RunFinished(e) => e.ts_ms,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunStarted {
+    pub key: RunKey,
+    pub ts_ms: i64,
+    pub agent_name: String,
+    pub input: Option<String>,
+    pub metadata: Option<Box<RawValue>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub key: RunKey,
+    pub ts_ms: i64,
+    pub step_index: u64,
+    pub step_type: String,
+    pub content: Option<String>,
+    pub tool_name: Option<String>,
+    /// Exactly the bytes that arrived: keelwave's fingerprint of record hashes them unchanged.
+    pub tool_input: Option<Box<RawValue>>,
+    pub tool_output: Option<Box<RawValue>>,
+    pub tool_success: Option<bool>,
+    pub tool_latency_ms: Option<f64>,
+    pub tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub tokens_in_context: Option<u64>,
+    pub agent: Option<String>,
+    pub caller: Option<String>,
+    pub metadata: Option<Box<RawValue>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Completed,
+    Failed,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunFinished {
+    pub key: RunKey,
+    pub ts_ms: i64,
+    pub status: RunStatus,
+    pub termination_reason: Option<TerminationReason>,
+    pub output: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminationReason {
+    Clean,
+    MaxStepsReached,
+    ContextLimit,
+    Error,
+    LoopDetected,
+    Timeout,
+}
+
+impl TerminationReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminationReason::Clean => "clean",
+            TerminationReason::MaxStepsReached => "max_steps_reached",
+            TerminationReason::ContextLimit => "context_limit",
+            TerminationReason::Error => "error",
+            TerminationReason::LoopDetected => "loop_detected",
+            TerminationReason::Timeout => "timeout",
+        }
+    }
+}
+
+/// Why a message was rejected. `reason()` is the stable, machine-readable code that goes into
+/// the dead-letter record; `Display` is the sentence for humans.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum DecodeError {
+    #[error("message is not valid JSON: {0}")]
+    InvalidJson(String),
+    #[error("message is a JSON {0}, expected an object")]
+    NotAnObject(&'static str),
+    #[error("field `v` is missing: every event must carry \"v\":1")]
+    MissingVersion,
+    #[error("unsupported contract version {0}: this eddy reads v=1")]
+    UnsupportedVersion(String),
+    #[error("field `kind` is missing: expected run_started, step or run_finished")]
+    MissingKind,
+    #[error("unknown kind `{0}`: expected run_started, step or run_finished")]
+    UnknownKind(String),
+    #[error("required field `{0}` is missing")]
+    MissingField(&'static str),
+    #[error("field `{field}` is invalid: {why}")]
+    InvalidField { field: &'static str, why: String },
+}
+
+impl DecodeError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            DecodeError::InvalidJson(_) => "invalid_json",
+            DecodeError::NotAnObject(_) => "not_an_object",
+            DecodeError::MissingVersion => "missing_version",
+            DecodeError::UnsupportedVersion(_) => "unsupported_version",
+            DecodeError::MissingKind => "missing_kind",
+            DecodeError::UnknownKind(_) => "unknown_kind",
+            DecodeError::MissingField(_) => "missing_field",
+            DecodeError::InvalidField { .. } => "invalid_field",
+        }
+    }
+}
+
+/// Flat wire form. Every field is optional here so that a missing field becomes a precise
+/// `MissingField` instead of serde's generic message; unknown fields are ignored (forward compat).
+#[derive(Deserialize)]
+struct Wire<'a> {
+    #[serde(borrow)]
+    v: Option<&'a RawValue>,
+    #[serde(borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    project_id: Option<String>,
+    run_id: Option<String>,
+    #[serde(borrow)]
+    ts: Option<&'a RawValue>,
+    agent_name: Option<String>,
+    input: Option<String>,
+    #[serde(borrow)]
+    metadata: Option<&'a RawValue>,
+    #[serde(borrow)]
+    step_index: Option<&'a RawValue>,
+    step_type: Option<String>,
+    content: Option<String>,
+    tool_name: Option<String>,
+    #[serde(borrow)]
+    tool_input: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tool_output: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tool_success: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tool_latency_ms: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tokens: Option<&'a RawValue>,
+    #[serde(borrow)]
+    cost_usd: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tokens_in_context: Option<&'a RawValue>,
+    agent: Option<String>,
+    caller: Option<String>,
+    status: Option<String>,
+    termination_reason: Option<String>,
+    output: Option<String>,
+}
+
+fn json_type_name(bytes: &[u8]) -> &'static str {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'[') => "array",
+        Some(b'"') => "string",
+        Some(b't') | Some(b'f') => "boolean",
+        Some(b'n') => "null",
+        _ => "number",
+    }
+}
+
+/// Decode one message payload.
+pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let wire: Wire<'_> = match serde_json::from_slice(bytes) {
+        Ok(w) => w,
+        Err(e) => {
+            // A valid JSON value that is not an object deserves its own, clearer reason.
+            if e.classify() == serde_json::error::Category::Data {
+                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) {
+                    if !v.is_object() {
+                        return Err(DecodeError::NotAnObject(json_type_name(bytes)));
+                    }
+                }
+                return Err(DecodeError::InvalidField {
+                    field: "?",
+                    why: e.to_string(),
+                });
+            }
+            return Err(DecodeError::InvalidJson(e.to_string()));
+        }
+    };
+    let v = wire.v.ok_or(DecodeError::MissingVersion)?;
+    if v.get().trim() != "1" {
+        return Err(DecodeError::UnsupportedVersion(v.get().to_string()));
+    }
+    let kind = wire.kind.as_deref().ok_or(DecodeError::MissingKind)?;
+    let key = RunKey {
+        project_id: non_empty(wire.project_id, "project_id")?,
+        run_id: non_empty(wire.run_id, "run_id")?,
+    };
+    let ts_ms = parse_ts(wire.ts.ok_or(DecodeError::MissingField("ts"))?)?;
+    match kind {
+        "run_started" => Ok(Event::RunStarted(RunStarted {
+            key,
+            ts_ms,
+            agent_name: non_empty(wire.agent_name, "agent_name")?,
+            input: wire.input,
+            metadata: wire.metadata.map(RawValue::to_owned),
+        })),
+        "step" => {
+            let step_index = wire
+                .step_index
+                .ok_or(DecodeError::MissingField("step_index"))?;
+            Ok(Event::Step(Step {
+                key,
+                ts_ms,
+                step_index: parse_u64(step_index, "step_index")?,
+                step_type: non_empty(wire.step_type, "step_type")?,
+                content: wire.content,
+                tool_name: wire.tool_name.filter(|t| !t.is_empty()),
+                tool_input: wire.tool_input.map(RawValue::to_owned),
+                tool_output: wire.tool_output.map(RawValue::to_owned),
+                tool_success: opt(wire.tool_success, "tool_success", |r| {
+                    serde_json::from_str::<Option<bool>>(r.get()).ok()
+                })?
+                .flatten(),
+                tool_latency_ms: opt_non_negative_f64(wire.tool_latency_ms, "tool_latency_ms")?,
+                tokens: opt(wire.tokens, "tokens", |r| parse_u64(r, "tokens").ok())?,
+                cost_usd: opt_non_negative_f64(wire.cost_usd, "cost_usd")?,
+                tokens_in_context: opt(wire.tokens_in_context, "tokens_in_context", |r| {
+                    parse_u64(r, "tokens_in_context").ok()
+                })?,
+                agent: wire.agent.filter(|a| !a.is_empty()),
+                caller: wire.caller.filter(|c| !c.is_empty()),
+                metadata: wire.metadata.map(RawValue::to_owned),
+            }))
+        }
+        "run_finished" => {
+            let status = match wire.status.as_deref() {
+                Some("completed") => RunStatus::Completed,
+                Some("failed") => RunStatus::Failed,
+                Some(other) => {
+                    return Err(DecodeError::InvalidField {
+                        field: "status",
+                        why: format!("`{other}` is not one of completed, failed"),
+                    })
+                }
+                None => return Err(DecodeError::MissingField("status")),
+            };
+            let termination_reason = match wire.termination_reason.as_deref() {
+                None => None,
+                Some(r) => Some(
+                    serde_json::from_value::<TerminationReason>(serde_json::Value::String(
+                        r.to_string(),
+                    ))
+                    .map_err(|_| DecodeError::InvalidField {
+                        field: "termination_reason",
+                        why: format!(
+                            "`{r}` is not one of clean, max_steps_reached, context_limit, error, loop_detected, timeout"
+                        ),
+                    })?,
+                ),
+            };
+            Ok(Event::RunFinished(RunFinished {
+                key,
+                ts_ms,
+                status,
+                termination_reason,
+                output: wire.output,
+            }))
+        }
+        other => Err(DecodeError::UnknownKind(other.to_string())),
+    }
+}
+
+fn non_empty(v: Option<String>, field: &'static str) -> Result<String, DecodeError> {
+    match v {
+        Some(s) if !s.is_empty() => Ok(s),
+        Some(_) => Err(DecodeError::InvalidField {
+            field,
+            why: "must not be empty".into(),
+        }),
+        None => Err(DecodeError::MissingField(field)),
+    }
+}
+
+fn opt<T>(
+    raw: Option<&RawValue>,
+    field: &'static str,
+    parse: impl Fn(&RawValue) -> Option<T>,
+) -> Result<Option<T>, DecodeError> {
+    match raw {
+        None => Ok(None),
+        Some(r) if r.get().trim() == "null" => Ok(None),
+        Some(r) => parse(r).map(Some).ok_or_else(|| DecodeError::InvalidField {
+            field,
+            why: format!("unexpected value {}", truncate(r.get(), 64)),
+        }),
+    }
+}
+
+fn opt_non_negative_f64(
+    raw: Option<&RawValue>,
+    field: &'static str,
+) -> Result<Option<f64>, DecodeError> {
+    opt(raw, field, |r| {
+        serde_json::from_str::<f64>(r.get())
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+    })
+}
+
+fn parse_u64(raw: &RawValue, field: &'static str) -> Result<u64, DecodeError> {
+    let s = raw.get().trim();
+    if let Ok(n) = s.parse::<u64>() {
+        return Ok(n);
+    }
+    // Some producers serialise integers as floats (`3.0`); accept exact integral values only.
+    match s.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f < 9.0e15 => Ok(f as u64),
+        _ => Err(DecodeError::InvalidField {
+            field,
+            why: format!(
+                "expected a non-negative integer, got {}",
+                truncate(raw.get(), 64)
+            ),
+        }),
+    }
+}
+
+/// `ts` is RFC 3339 (any offset, stored as UTC) or integer epoch milliseconds.
+pub fn parse_ts(raw: &RawValue) -> Result<i64, DecodeError> {
+    let s = raw.get().trim();
+    let bad = |why: String| DecodeError::InvalidField { field: "ts", why };
+    if s.starts_with('"') {
+        let text: String = serde_json::from_str(s).map_err(|e| bad(e.to_string()))?;
+        let dt = OffsetDateTime::parse(&text, &Rfc3339)
+            .map_err(|e| bad(format!("`{}` is not RFC 3339: {e}", truncate(&text, 64))))?;
+        let ms = dt.unix_timestamp_nanos() / 1_000_000;
+        i64::try_from(ms).map_err(|_| bad("out of range".into()))
+    } else {
+        let ms = parse_u64(raw, "ts").map_err(|_| {
+            bad(format!(
+                "expected RFC 3339 text or epoch milliseconds, got {}",
+                truncate(s, 64)
+            ))
+        })?;
+        i64::try_from(ms).map_err(|_| bad("out of range".into()))
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Format epoch milliseconds as RFC 3339 UTC with millisecond precision.
+pub fn format_ts(ms: i64) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    match OffsetDateTime::from_unix_timestamp_nanos(nanos) {
+        Ok(dt) => {
+            let fmt = time::macros::format_description!(
+                "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+            );
+            dt.format(&fmt).unwrap_or_else(|_| ms.to_string())
+        }
+        Err(_) => ms.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_a_step_and_keeps_raw_input_bytes() {
+        let msg = br#"{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":"2026-01-02T03:04:05.678+01:00","step_index":3,"step_type":"tool_call","tool_name":"web_search","tool_input":{"q":"keelwave","limit":5},"unknown_future_field":[1,2]}"#;
+        let Event::Step(s) = decode(msg).expect("valid step") else {
+            panic!("not a step")
+        };
+        assert_eq!(s.step_index, 3);
+        assert_eq!(
+            s.tool_input.as_ref().map(|r| r.get()),
+            Some(r#"{"q":"keelwave","limit":5}"#)
+        );
+        // 03:04:05.678+01:00 is 02:04:05.678 UTC.
+        assert_eq!(format_ts(s.ts_ms), "2026-01-02T02:04:05.678Z");
+    }
+
+    #[test]
+    fn epoch_millis_and_rfc3339_agree() {
+        let a = decode(br#"{"v":1,"kind":"run_started","project_id":"p","run_id":"r","ts":1767225600000,"agent_name":"a"}"#).unwrap();
+        let b = decode(br#"{"v":1,"kind":"run_started","project_id":"p","run_id":"r","ts":"2026-01-01T00:00:00Z","agent_name":"a"}"#).unwrap();
+        assert_eq!(a.ts_ms(), b.ts_ms());
+    }
+
+    #[test]
+    fn rejections_carry_precise_reasons() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"{not json", "invalid_json"),
+            (b"[1,2]", "not_an_object"),
+            (br#"{"kind":"step"}"#, "missing_version"),
+            (br#"{"v":2,"kind":"step"}"#, "unsupported_version"),
+            (br#"{"v":1}"#, "missing_kind"),
+            (br#"{"v":1,"kind":"nope","project_id":"p","run_id":"r","ts":1}"#, "unknown_kind"),
+            (br#"{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":1,"step_type":"x"}"#, "missing_field"),
+            (br#"{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":"yesterday","step_index":1,"step_type":"x"}"#, "invalid_field"),
+            (br#"{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":1,"step_index":-1,"step_type":"x"}"#, "invalid_field"),
+            (br#"{"v":1,"kind":"run_finished","project_id":"p","run_id":"r","ts":1,"status":"maybe"}"#, "invalid_field"),
+            (br#"{"v":1,"kind":"step","project_id":5,"run_id":"r","ts":1}"#, "invalid_field"),
+        ];
+        for (msg, reason) in cases {
+            let err = decode(msg).expect_err(&String::from_utf8_lossy(msg));
+            assert_eq!(err.reason(), *reason, "{}", String::from_utf8_lossy(msg));
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! The v1 wire contract: what agents put on the input topic and what eddy publishes.
+//!
+//! Field names follow keelwave's ingest API so its users can switch without renaming anything.
+pub mod input;
+pub mod output;
+
+pub use input::{decode, DecodeError, Event, RunFinished, RunKey, RunStarted, Step};
+pub use output::{OutputEvent, RunTerminated, Severity, Signal, Totals};

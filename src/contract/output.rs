@@ -1,0 +1,185 @@
+//! Output events published to the signals topic (key = run_id), one JSON object each.
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Ordered: a loop counts as *caught* at `Alert` or `Stop`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    #[default]
+    Info,
+    Warn,
+    Alert,
+    Stop,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warn => "warn",
+            Severity::Alert => "alert",
+            Severity::Stop => "stop",
+        }
+    }
+    pub fn is_caught(self) -> bool {
+        self >= Severity::Alert
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Signal {
+    pub event_id: String,
+    pub project_id: String,
+    pub run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_name: Option<String>,
+    /// The step that triggered the signal.
+    pub step_index: u64,
+    /// Event time of the triggering step, RFC 3339 UTC.
+    pub ts: String,
+    pub detector: String,
+    pub severity: Severity,
+    /// Stable, human-readable description of what repeats (e.g. `web_search(q=...)`).
+    pub pattern: String,
+    /// Hex fingerprint of the repeating thing (detector-specific).
+    pub fingerprint: String,
+    pub hits: u32,
+    pub step_indices: Vec<u64>,
+    pub first_step_index: u64,
+    pub evidence: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    pub steps: u64,
+    pub tool_calls: u64,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub duration_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunTerminated {
+    pub event_id: String,
+    pub project_id: String,
+    pub run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_name: Option<String>,
+    /// Event time of the event that ended the run (run_finished, or the watermark at timeout).
+    pub ts: String,
+    pub started_at: String,
+    /// `completed` | `failed` as reported; `abandoned` when the run went idle without finishing.
+    pub status: String,
+    /// As reported by the run, else eddy's inference.
+    pub termination_reason: String,
+    /// True when the run reported its own reason, false when eddy inferred it.
+    pub termination_reason_reported: bool,
+    /// eddy's verdict: any alert or stop fired for the run.
+    pub loop_detected: bool,
+    /// Where the repetition began.
+    pub loop_step_index: Option<u64>,
+    /// Step index at which the loop was first caught (alert or stop).
+    pub loop_caught_step_index: Option<u64>,
+    /// The loop flag the agent reported itself, when it did (keelwave bridge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_loop_detected: Option<bool>,
+    pub signals: u32,
+    pub redeliveries: u64,
+    pub totals: Totals,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OutputEvent {
+    LoopWarning(Signal),
+    LoopDetected(Signal),
+    RunTerminated(RunTerminated),
+}
+
+impl OutputEvent {
+    pub fn signal(s: Signal) -> Self {
+        if s.severity.is_caught() {
+            OutputEvent::LoopDetected(s)
+        } else {
+            OutputEvent::LoopWarning(s)
+        }
+    }
+    pub fn event_id(&self) -> &str {
+        match self {
+            OutputEvent::LoopWarning(s) | OutputEvent::LoopDetected(s) => &s.event_id,
+            OutputEvent::RunTerminated(t) => &t.event_id,
+        }
+    }
+    pub fn run_id(&self) -> &str {
+        match self {
+            OutputEvent::LoopWarning(s) | OutputEvent::LoopDetected(s) => &s.run_id,
+            OutputEvent::RunTerminated(t) => &t.run_id,
+        }
+    }
+    pub fn kind(&self) -> &'static str {
+        match self {
+            OutputEvent::LoopWarning(_) => "loop_warning",
+            OutputEvent::LoopDetected(_) => "loop_detected",
+            OutputEvent::RunTerminated(_) => "run_terminated",
+        }
+    }
+}
+
+/// Deterministic id: a function of the run and what triggered the event only, never of
+/// partition, offset or wall clock, so a replay after a crash reproduces the same ids.
+pub fn event_id(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    h.update(b"eddy.v1");
+    for p in parts {
+        // Length-prefix each part so ("ab","c") and ("a","bc") never collide.
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p.as_bytes());
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_are_prefix_free() {
+        assert_ne!(event_id(&["ab", "c"]), event_id(&["a", "bc"]));
+        assert_eq!(event_id(&["a", "b"]), event_id(&["a", "b"]));
+        assert_eq!(event_id(&["a"]).len(), 32);
+    }
+
+    #[test]
+    fn kind_follows_severity() {
+        let mk = |sev| Signal {
+            event_id: "x".into(),
+            project_id: "p".into(),
+            run_id: "r".into(),
+            agent_name: None,
+            step_index: 1,
+            ts: "t".into(),
+            detector: "d".into(),
+            severity: sev,
+            pattern: "p".into(),
+            fingerprint: "f".into(),
+            hits: 2,
+            step_indices: vec![0, 1],
+            first_step_index: 0,
+            evidence: serde_json::Value::Null,
+        };
+        assert_eq!(
+            OutputEvent::signal(mk(Severity::Warn)).kind(),
+            "loop_warning"
+        );
+        assert_eq!(
+            OutputEvent::signal(mk(Severity::Alert)).kind(),
+            "loop_detected"
+        );
+        let json = serde_json::to_value(OutputEvent::signal(mk(Severity::Stop))).unwrap();
+        assert_eq!(json["kind"], "loop_detected");
+        assert_eq!(json["severity"], "stop");
+    }
+}

@@ -1,0 +1,192 @@
+//! Everything eddy writes to Kafka: output events, dead letters and the state changelog.
+//!
+//! Sends are fire-and-collect: a record is handed to librdkafka at once (signals go out as soon
+//! as they are detected) and its delivery future is kept; a flush awaits them all before the
+//! offsets that produced them may be committed.
+use crate::config::Config;
+use crate::contract::OutputEvent;
+use futures::future::join_all;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmitError {
+    #[error("cannot create Kafka producer: {0}")]
+    Create(#[source] KafkaError),
+    #[error("delivery to {topic} failed: {source}")]
+    Delivery {
+        topic: String,
+        #[source]
+        source: KafkaError,
+    },
+    #[error("delivery to {0} was cancelled (producer dropped)")]
+    Cancelled(String),
+    #[error("cannot serialise output event: {0}")]
+    Serialise(#[from] serde_json::Error),
+}
+
+pub struct Emitter {
+    producer: FutureProducer,
+    pending: Vec<(String, DeliveryFuture)>,
+}
+
+/// Dead-letter record headers: the reason is machine-readable, the rest says where it came from.
+pub struct DeadLetter<'a> {
+    pub payload: Option<&'a [u8]>,
+    pub key: Option<&'a [u8]>,
+    pub reason: &'a str,
+    pub detail: &'a str,
+    pub topic: &'a str,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+impl Emitter {
+    pub fn new(cfg: &Config) -> Result<Self, EmitError> {
+        let mut cc = ClientConfig::new();
+        cc.set("bootstrap.servers", &cfg.kafka_brokers)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("linger.ms", "5")
+            .set("compression.type", "lz4")
+            // Same partitioner as Kafka's Java clients, so keys land where replay expects.
+            .set("partitioner", "murmur2_random")
+            .set("message.timeout.ms", "120000");
+        for (k, v) in &cfg.kafka_producer {
+            cc.set(k, v);
+        }
+        let producer: FutureProducer = cc.create().map_err(EmitError::Create)?;
+        Ok(Self {
+            producer,
+            pending: Vec::new(),
+        })
+    }
+
+    pub fn producer(&self) -> &FutureProducer {
+        &self.producer
+    }
+
+    fn send(
+        &mut self,
+        topic: &str,
+        partition: Option<i32>,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+        headers: Option<OwnedHeaders>,
+    ) -> Result<(), EmitError> {
+        let mut rec: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic);
+        if let Some(k) = key {
+            rec = rec.key(k);
+        }
+        if let Some(p) = payload {
+            rec = rec.payload(p);
+        }
+        if let Some(p) = partition {
+            rec = rec.partition(p);
+        }
+        if let Some(h) = headers {
+            rec = rec.headers(h);
+        }
+        loop {
+            match self.producer.send_result(rec) {
+                Ok(fut) => {
+                    self.pending.push((topic.to_string(), fut));
+                    return Ok(());
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    // Back-pressure: let librdkafka drain its queue, then retry the same record.
+                    self.producer.poll(Duration::from_millis(10));
+                    rec = r;
+                }
+                Err((e, _)) => {
+                    return Err(EmitError::Delivery {
+                        topic: topic.to_string(),
+                        source: e,
+                    })
+                }
+            }
+        }
+    }
+
+    pub fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError> {
+        let payload = serde_json::to_vec(o)?;
+        self.send(
+            topic,
+            None,
+            Some(o.run_id().as_bytes()),
+            Some(&payload),
+            None,
+        )
+    }
+
+    pub fn send_dead_letter(
+        &mut self,
+        dlq_topic: &str,
+        d: &DeadLetter<'_>,
+    ) -> Result<(), EmitError> {
+        let partition = d.partition.to_string();
+        let offset = d.offset.to_string();
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: "eddy.reason",
+                value: Some(d.reason),
+            })
+            .insert(Header {
+                key: "eddy.detail",
+                value: Some(d.detail),
+            })
+            .insert(Header {
+                key: "eddy.source.topic",
+                value: Some(d.topic),
+            })
+            .insert(Header {
+                key: "eddy.source.partition",
+                value: Some(&partition),
+            })
+            .insert(Header {
+                key: "eddy.source.offset",
+                value: Some(&offset),
+            });
+        self.send(dlq_topic, None, d.key, d.payload, Some(headers))
+    }
+
+    /// A changelog record goes to the partition matching its input partition (co-partitioning).
+    pub fn send_changelog(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), EmitError> {
+        self.send(topic, Some(partition), Some(key), value, None)
+    }
+
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Wait until every record sent so far is acknowledged by the broker.
+    pub async fn flush(&mut self) -> Result<usize, EmitError> {
+        let pending = std::mem::take(&mut self.pending);
+        let n = pending.len();
+        let (topics, futs): (Vec<String>, Vec<DeliveryFuture>) = pending.into_iter().unzip();
+        for (topic, res) in topics.into_iter().zip(join_all(futs).await) {
+            match res {
+                Ok(Ok(_)) => {}
+                Ok(Err((e, _))) => return Err(EmitError::Delivery { topic, source: e }),
+                Err(_) => return Err(EmitError::Cancelled(topic)),
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl Emitter {
+    /// A keyed record to any topic (the simulator and tests produce input this way).
+    pub fn send_raw(&mut self, topic: &str, key: &[u8], payload: &[u8]) -> Result<(), EmitError> {
+        self.send(topic, None, Some(key), Some(payload), None)
+    }
+}

@@ -1,0 +1,264 @@
+//! Content repetition, for steps without a tool (thoughts, messages):
+//! * the same thought (or a near-paraphrase) three times with no new tool output in between
+//!   (OpenHands' monologue rule: 3), so a "Let me check the file." preamble before real work
+//!   never counts;
+//! * empty responses three times in a row (OpenHands: 3 consecutive empty agent messages);
+//! * chanting inside one long message (Gemini CLI): most of the text is made of 50-character
+//!   chunks already seen earlier in the same message, after code blocks and table or divider
+//!   lines are removed.
+use super::{hex64, push_bounded, Finding, Latch, Levels, Progress, StepView};
+use crate::contract::Severity;
+use crate::engine::text::{fnv64, key64, minhash, normalize_message, similarity, text_features};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContentConfig {
+    pub enabled: bool,
+    pub window: usize,
+    pub repeat: Levels,
+    /// Paraphrases count when the MinHash similarity reaches this (messages of 5+ features).
+    pub similarity: f64,
+    pub empty: Levels,
+    /// Chanting: chunk length in characters, minimum message length, minimum share of the
+    /// message made of repeated chunks, and minimum repeats of the most frequent chunk.
+    pub chant_chunk: usize,
+    pub chant_min_chars: usize,
+    pub chant_repeated_share: f64,
+    pub chant_min_repeats: u32,
+}
+
+impl Default for ContentConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            window: 10,
+            repeat: Levels::new(0, 3, 6),
+            similarity: 0.7,
+            empty: Levels::new(0, 3, 6),
+            chant_chunk: 50,
+            chant_min_chars: 600,
+            chant_repeated_share: 0.6,
+            chant_min_repeats: 5,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Thought {
+    step: u64,
+    key: u64,
+    sig: Vec<u32>,
+    rich: bool,
+    novel_at: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContentState {
+    thoughts: VecDeque<Thought>,
+    empty_streak: Vec<u64>,
+    empty_novel_at: u64,
+    /// Messages unlike any recent one: in a conversation a new message is new information,
+    /// just as a new tool output is.
+    novel_messages: u64,
+    latch: Latch,
+}
+
+impl ContentState {
+    pub fn on_step(
+        &mut self,
+        cfg: &ContentConfig,
+        v: &StepView<'_>,
+        before: &Progress,
+        now: &Progress,
+        out: &mut Vec<Finding>,
+    ) {
+        if !cfg.enabled {
+            return;
+        }
+        if v.tool.is_some() {
+            if now.novel_outputs != before.novel_outputs {
+                self.empty_streak.clear();
+            }
+            return;
+        }
+        let Some(content) = v.step.content.as_deref() else {
+            return;
+        };
+        let step = v.step.step_index;
+        let novel = now.novel_outputs;
+        if content.trim().is_empty() {
+            if self.empty_novel_at != novel {
+                self.empty_streak.clear();
+            }
+            self.empty_novel_at = novel;
+            if self.empty_streak.len() < 64 {
+                self.empty_streak.push(step);
+            }
+            let n = self.empty_streak.len() as u32;
+            let key = key64("content.empty", &[]);
+            if let Some(sev) = self.latch.rise(key, cfg.empty.level(n)) {
+                out.push(finding(
+                    "empty responses",
+                    sev,
+                    key,
+                    n,
+                    self.empty_streak.clone(),
+                    serde_json::json!({"rule": "empty_response"}),
+                ));
+            }
+            return;
+        }
+        let empty_key = key64("content.empty", &[]);
+        self.empty_streak.clear();
+        self.latch.rearm(empty_key);
+
+        if let Some(f) = chanting(cfg, content, step) {
+            out.push(f);
+        }
+
+        let norm = normalize_message(content);
+        let feats = text_features(&norm);
+        let mut cur = Thought {
+            step,
+            key: key64("content", &[norm.as_bytes()]),
+            sig: minhash(feats.iter().map(String::as_str)),
+            rich: feats.len() >= 5,
+            novel_at: 0,
+        };
+        let like = |t: &Thought| {
+            t.key == cur.key
+                || (t.rich && cur.rich && similarity(&t.sig, &cur.sig) >= cfg.similarity)
+        };
+        if !self.thoughts.iter().any(like) {
+            self.novel_messages += 1;
+        }
+        // Information so far, including this message if it is new.
+        let info = novel + self.novel_messages;
+        cur.novel_at = info;
+        let mut steps: Vec<u64> = self
+            .thoughts
+            .iter()
+            .filter(|t| t.novel_at == info && like(t))
+            .map(|t| t.step)
+            .collect();
+        steps.push(step);
+        let n = steps.len() as u32;
+        let key = key64("content.repeat", &[]);
+        let level = if n >= cfg.repeat.floor() {
+            cfg.repeat.level(n)
+        } else {
+            None
+        };
+        if let Some(sev) = self.latch.rise(key, level) {
+            out.push(finding(
+                "same message repeated without new information",
+                sev,
+                cur.key,
+                n,
+                steps,
+                serde_json::json!({"rule": "repeated_message"}),
+            ));
+        }
+        push_bounded(&mut self.thoughts, cur, cfg.window.max(1));
+    }
+}
+
+fn finding(
+    what: &str,
+    sev: Severity,
+    key: u64,
+    n: u32,
+    steps: Vec<u64>,
+    evidence: serde_json::Value,
+) -> Finding {
+    Finding {
+        detector: "content_repetition",
+        severity: sev,
+        pattern: format!("{what} x{n}"),
+        fingerprint: hex64(key),
+        hits: n,
+        first_step_index: steps.first().copied().unwrap_or(0),
+        step_indices: super::repeat::tail(&steps, 32),
+        evidence,
+        stop_reason: None,
+        corroborating: true,
+    }
+}
+
+/// Text with code fences, table rows and divider lines removed, whitespace collapsed.
+fn chant_text(content: &str) -> String {
+    let mut out = String::new();
+    let mut in_code = false;
+    for line in content.lines() {
+        let t = line.trim();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code || t.is_empty() {
+            continue;
+        }
+        if t.starts_with('|')
+            || t.chars()
+                .all(|c| matches!(c, '-' | '=' | '*' | '_' | '#' | ' ' | ':' | '|'))
+        {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&t.split_whitespace().collect::<Vec<_>>().join(" "));
+        if out.len() > 20_000 {
+            break;
+        }
+    }
+    out
+}
+
+fn chanting(cfg: &ContentConfig, content: &str, step: u64) -> Option<Finding> {
+    let text = chant_text(content);
+    let b = text.as_bytes();
+    let k = cfg.chant_chunk.max(8);
+    if b.len() < cfg.chant_min_chars.max(k * 2) {
+        return None;
+    }
+    let mut seen: BTreeMap<u64, (u32, usize)> = BTreeMap::new();
+    let mut repeated = 0usize;
+    let mut best = (0u32, 0u64);
+    for i in 0..=b.len() - k {
+        let h = fnv64(&b[i..i + k]);
+        let e = seen.entry(h).or_insert((0, usize::MAX));
+        // Count non-overlapping occurrences only.
+        if e.1 == usize::MAX || i >= e.1 + k {
+            e.0 += 1;
+            e.1 = i;
+        }
+        if e.0 > 1 {
+            repeated += 1;
+        }
+        if e.0 > best.0 {
+            best = (e.0, h);
+        }
+    }
+    let share = repeated as f64 / (b.len() - k + 1) as f64;
+    if share < cfg.chant_repeated_share || best.0 < cfg.chant_min_repeats {
+        return None;
+    }
+    Some(Finding {
+        detector: "content_repetition",
+        severity: Severity::Alert,
+        pattern: format!(
+            "chanting: {}-char chunk repeated {} times in one message",
+            k, best.0
+        ),
+        fingerprint: hex64(best.1),
+        hits: best.0,
+        step_indices: vec![step],
+        first_step_index: step,
+        evidence: serde_json::json!({"rule": "chanting", "repeated_share": (share * 100.0).round() / 100.0}),
+        stop_reason: None,
+        corroborating: true,
+    })
+}

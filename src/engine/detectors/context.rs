@@ -1,0 +1,100 @@
+//! Context pressure (loopcanary `context_pressure`): `tokens_in_context` over an absolute
+//! budget (a diagnostic warning that never corroborates: long healthy runs get there), or
+//! growing fast while tool outputs stay stuck (evidence of a loop that is also expensive).
+use super::{hex64, push_bounded, Finding, Latch, StepView};
+use crate::contract::Severity;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, VecDeque};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContextConfig {
+    pub enabled: bool,
+    /// loopcanary: 100 000 tokens. 0 disables.
+    pub abs_threshold: u64,
+    /// loopcanary: >= 2000 tokens per step over a window of 10 with <= 2 distinct outputs.
+    pub rate_threshold: u64,
+    pub window: usize,
+    pub max_distinct_outputs: usize,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            abs_threshold: 100_000,
+            rate_threshold: 2000,
+            window: 10,
+            max_distinct_outputs: 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextState {
+    samples: VecDeque<(u64, u64)>,
+    outputs: VecDeque<u64>,
+    latch: Latch,
+}
+
+const ABS: u64 = 1;
+const RATE: u64 = 2;
+
+impl ContextState {
+    pub fn on_step(&mut self, cfg: &ContextConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+        if !cfg.enabled {
+            return;
+        }
+        let w = cfg.window.max(2);
+        if v.counted_tool() {
+            push_bounded(&mut self.outputs, v.output_key, w);
+        }
+        let Some(tokens) = v.step.tokens_in_context else {
+            return;
+        };
+        let step = v.step.step_index;
+        push_bounded(&mut self.samples, (step, tokens), w);
+        let over = cfg.abs_threshold > 0 && tokens >= cfg.abs_threshold;
+        if let Some(sev) = self.latch.rise(ABS, over.then_some(Severity::Warn)) {
+            out.push(Finding {
+                detector: "context_pressure",
+                severity: sev,
+                pattern: format!("tokens_in_context {tokens} >= {}", cfg.abs_threshold),
+                fingerprint: hex64(ABS),
+                hits: 1,
+                step_indices: vec![step],
+                first_step_index: step,
+                evidence: serde_json::json!({"rule": "absolute", "tokens_in_context": tokens}),
+                stop_reason: None,
+                corroborating: false,
+            });
+        }
+        let ballooning = self.samples.len() >= w && {
+            let (first, last) = (self.samples[0].1, self.samples[self.samples.len() - 1].1);
+            let rate = last.saturating_sub(first) / (self.samples.len() as u64 - 1);
+            let distinct: BTreeSet<u64> = self.outputs.iter().copied().collect();
+            cfg.rate_threshold > 0
+                && rate >= cfg.rate_threshold
+                && self.outputs.len() >= w
+                && distinct.len() <= cfg.max_distinct_outputs
+        };
+        if let Some(sev) = self.latch.rise(RATE, ballooning.then_some(Severity::Warn)) {
+            let steps: Vec<u64> = self.samples.iter().map(|s| s.0).collect();
+            out.push(Finding {
+                detector: "context_pressure",
+                severity: sev,
+                pattern: format!(
+                    "context growing >= {} tokens/step while outputs are stuck",
+                    cfg.rate_threshold
+                ),
+                fingerprint: hex64(RATE),
+                hits: steps.len() as u32,
+                first_step_index: steps[0],
+                step_indices: steps,
+                evidence: serde_json::json!({"rule": "ballooning", "tokens_in_context": tokens}),
+                stop_reason: None,
+                corroborating: true,
+            });
+        }
+    }
+}

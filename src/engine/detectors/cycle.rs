@@ -1,0 +1,148 @@
+//! Cycles (LoopGuard `CycleDetector`, OpenHands' alternating pattern): a block of 2..=4
+//! different actions A→B(→C→D) repeating back to back, with the *same output on every leg*
+//! each time round. A read→edit→read→edit sequence whose reads change is progress and stays
+//! quiet. Blocks containing a repeatable tool (poll + sleep) need many more rounds.
+use super::{hex64, push_bounded, Finding, Latch, Levels, StepView};
+use crate::engine::text::key64;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, VecDeque};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CycleConfig {
+    pub enabled: bool,
+    /// LoopGuard: cycles up to 4 actions long.
+    pub max_len: usize,
+    /// In full rounds of the block (2 = the block seen twice).
+    pub normal: Levels,
+    pub repeatable: Levels,
+}
+
+impl Default for CycleConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_len: 4,
+            normal: Levels::new(2, 3, 5),
+            repeatable: Levels::new(6, 10, 20),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Leg {
+    step: u64,
+    action: u64,
+    output: u64,
+    repeatable: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CycleState {
+    hist: VecDeque<Leg>,
+    latch: Latch,
+}
+
+impl CycleState {
+    pub fn on_step(&mut self, cfg: &CycleConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+        if !cfg.enabled || !v.counted_tool() {
+            return;
+        }
+        let max_len = cfg.max_len.clamp(2, 8);
+        let max_rounds = cfg
+            .normal
+            .stop
+            .max(cfg.repeatable.stop)
+            .max(cfg.repeatable.alert)
+            .max(2) as usize;
+        push_bounded(
+            &mut self.hist,
+            Leg {
+                step: v.step.step_index,
+                action: v.action_key,
+                output: v.output_key,
+                repeatable: v.class.is_repeatable(),
+            },
+            max_len * (max_rounds + 1),
+        );
+        let h: Vec<&Leg> = self.hist.iter().collect();
+        let n = h.len();
+        let mut matched = BTreeSet::new();
+        for p in 2..=max_len {
+            if n < 2 * p {
+                break;
+            }
+            let block = &h[n - p..];
+            let acts: Vec<u64> = block.iter().map(|l| l.action).collect();
+            let distinct: BTreeSet<u64> = acts.iter().copied().collect();
+            if distinct.len() < 2 || has_smaller_period(&acts) {
+                continue;
+            }
+            // Matching legs walking back from the end.
+            let mut run = 0;
+            while run + p < n {
+                let (a, b) = (h[n - 1 - run], h[n - 1 - run - p]);
+                if a.action != b.action || a.output != b.output {
+                    break;
+                }
+                run += 1;
+            }
+            if run < p {
+                continue;
+            }
+            let rounds = (run / p + 1) as u32;
+            // Rotation-invariant identity: the same cycle keeps one key as it turns.
+            let mut rot: Vec<u64> = acts.clone();
+            let min_pos = (0..p)
+                .min_by_key(|i| {
+                    acts[*i..]
+                        .iter()
+                        .chain(&acts[..*i])
+                        .copied()
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or(0);
+            rot.rotate_left(min_pos);
+            let bytes: Vec<u8> = rot.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let key = key64("cycle", &[&bytes]);
+            matched.insert(key);
+            let repeatable = block.iter().any(|l| l.repeatable);
+            let levels = if repeatable {
+                cfg.repeatable
+            } else {
+                cfg.normal
+            };
+            if let Some(sev) = self.latch.rise(key, levels.level(rounds)) {
+                let span = &h[n - run - p..];
+                let steps: Vec<u64> = span.iter().map(|l| l.step).collect();
+                out.push(Finding {
+                    detector: "cycle",
+                    severity: sev,
+                    pattern: format!("cycle of {p} actions x{rounds} with unchanged outputs"),
+                    fingerprint: hex64(key),
+                    hits: rounds,
+                    first_step_index: steps[0],
+                    step_indices: super::repeat::tail(&steps, 32),
+                    evidence: serde_json::json!({
+                        "length": p,
+                        "rounds": rounds,
+                        "repeatable": repeatable,
+                        "thresholds": levels,
+                    }),
+                    stop_reason: None,
+                    corroborating: true,
+                });
+            }
+        }
+        for k in self.latch.keys() {
+            if !matched.contains(&k) {
+                self.latch.rearm(k);
+            }
+        }
+    }
+}
+
+fn has_smaller_period(acts: &[u64]) -> bool {
+    let p = acts.len();
+    (1..p).any(|q| p.checked_rem(q) == Some(0) && (q..p).all(|i| acts[i] == acts[i - q]))
+}

@@ -1,0 +1,235 @@
+//! Repeated failure. Classification (see `view.rs`) reads `tool_success` and word-level tokens
+//! of the error fields, never raw substrings.
+//!
+//! * permanent (auth, permission, not found, invalid/schema, unknown tool): the 2nd identical
+//!   failure of the same call alerts (LoopGuard: attempts=2; retrying cannot help);
+//! * retryable (429, timeout, 5xx, temporarily unavailable): only when retries stop making
+//!   progress: 6 identical failures in a row alert, i.e. beyond the common 5-attempt retry
+//!   budget; a success, a different error or other new work in between starts over;
+//! * recoverable (re-read then retry an edit): the 3rd identical failure alerts, since a healthy
+//!   agent changes its edit after re-reading;
+//! * other failures: the 3rd identical failure with no new work in between alerts;
+//! * the same error with varying arguments (goose REP-002) trips too.
+use super::{hex64, FailClass, Finding, Latch, Levels, Progress, StepView};
+use crate::engine::text::key64;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FailureConfig {
+    pub enabled: bool,
+    pub permanent: Levels,
+    pub retryable: Levels,
+    pub recoverable: Levels,
+    pub other: Levels,
+    /// Same error text from the same tool with at least two different inputs.
+    pub varying_permanent: Levels,
+    pub varying_retryable: Levels,
+    pub varying_recoverable: Levels,
+    pub varying_other: Levels,
+}
+
+impl Default for FailureConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            permanent: Levels::new(0, 2, 4),
+            retryable: Levels::new(4, 6, 10),
+            recoverable: Levels::new(0, 3, 5),
+            other: Levels::new(0, 3, 6),
+            varying_permanent: Levels::new(0, 3, 6),
+            varying_retryable: Levels::new(0, 8, 0),
+            varying_recoverable: Levels::new(3, 5, 0),
+            varying_other: Levels::new(3, 5, 0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Streak {
+    tool: u64,
+    error: u64,
+    class: FailClass,
+    count: u32,
+    steps: VecDeque<u64>,
+    inputs: Vec<u64>,
+    novel_at: u64,
+    last: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FailureState {
+    by_op: BTreeMap<u64, Streak>,
+    by_error: BTreeMap<u64, Streak>,
+    latch: Latch,
+}
+
+const CAP: usize = 64;
+
+fn evict(m: &mut BTreeMap<u64, Streak>) {
+    while m.len() > CAP {
+        let oldest = m.iter().min_by_key(|(k, s)| (s.last, **k)).map(|(k, _)| *k);
+        match oldest {
+            Some(k) => {
+                m.remove(&k);
+            }
+            None => break,
+        }
+    }
+}
+
+impl FailureState {
+    pub fn on_step(
+        &mut self,
+        cfg: &FailureConfig,
+        v: &StepView<'_>,
+        before: &Progress,
+        out: &mut Vec<Finding>,
+    ) {
+        if !cfg.enabled || !v.counted_tool() {
+            return;
+        }
+        let Some(f) = v.failure.as_ref() else {
+            // Success: this call and this tool's error streaks are over.
+            if let Some(s) = self.by_op.remove(&v.primary_key) {
+                self.latch.rearm(key64(
+                    "fail.op",
+                    &[&v.primary_key.to_le_bytes(), &s.error.to_le_bytes()],
+                ));
+            }
+            let gone: Vec<u64> = self
+                .by_error
+                .iter()
+                .filter(|(_, s)| s.tool == v.tool_key)
+                .map(|(k, _)| *k)
+                .collect();
+            for k in gone {
+                self.by_error.remove(&k);
+                self.latch.rearm(k);
+            }
+            return;
+        };
+        let step = v.step.step_index;
+        let novel = before.novel_actions;
+        let fresh = |class| Streak {
+            tool: v.tool_key,
+            error: f.error_key,
+            class,
+            count: 0,
+            steps: VecDeque::new(),
+            inputs: Vec::new(),
+            novel_at: novel,
+            last: step,
+        };
+        // Identical failures of the same call.
+        let op = self
+            .by_op
+            .entry(v.primary_key)
+            .or_insert_with(|| fresh(f.class));
+        let new_work =
+            op.novel_at != novel && matches!(f.class, FailClass::Retryable | FailClass::Other);
+        if op.error != f.error_key || new_work {
+            *op = fresh(f.class);
+        }
+        op.count += 1;
+        op.last = step;
+        op.novel_at = novel;
+        super::push_bounded(&mut op.steps, step, 32);
+        let levels = match f.class {
+            FailClass::Permanent => cfg.permanent,
+            FailClass::Retryable => cfg.retryable,
+            FailClass::Recoverable => cfg.recoverable,
+            FailClass::Other => cfg.other,
+        };
+        let op_key = key64(
+            "fail.op",
+            &[&v.primary_key.to_le_bytes(), &f.error_key.to_le_bytes()],
+        );
+        let (count, steps) = (op.count, op.steps.iter().copied().collect::<Vec<_>>());
+        if let Some(sev) = self.latch.rise(op_key, levels.level(count)) {
+            out.push(finding(
+                v,
+                f,
+                sev,
+                op_key,
+                count,
+                steps,
+                "same call, same error",
+                levels,
+            ));
+        }
+        evict(&mut self.by_op);
+
+        // The same error for different inputs of one tool.
+        let ek = key64(
+            "fail.err",
+            &[&v.tool_key.to_le_bytes(), &f.error_key.to_le_bytes()],
+        );
+        let agg = self.by_error.entry(ek).or_insert_with(|| fresh(f.class));
+        if agg.class == FailClass::Other && agg.novel_at != novel {
+            *agg = fresh(f.class);
+        }
+        agg.count += 1;
+        agg.last = step;
+        agg.novel_at = novel;
+        super::push_bounded(&mut agg.steps, step, 32);
+        if !agg.inputs.contains(&v.action_key) && agg.inputs.len() < 16 {
+            agg.inputs.push(v.action_key);
+        }
+        let levels = match f.class {
+            FailClass::Permanent => cfg.varying_permanent,
+            FailClass::Retryable => cfg.varying_retryable,
+            FailClass::Recoverable => cfg.varying_recoverable,
+            FailClass::Other => cfg.varying_other,
+        };
+        if agg.inputs.len() >= 2 {
+            let (count, steps) = (agg.count, agg.steps.iter().copied().collect::<Vec<_>>());
+            if let Some(sev) = self.latch.rise(ek, levels.level(count)) {
+                out.push(finding(
+                    v,
+                    f,
+                    sev,
+                    ek,
+                    count,
+                    steps,
+                    "same error, varying arguments",
+                    levels,
+                ));
+            }
+        }
+        evict(&mut self.by_error);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finding(
+    v: &StepView<'_>,
+    f: &super::view::Failure,
+    sev: crate::contract::Severity,
+    key: u64,
+    count: u32,
+    steps: Vec<u64>,
+    what: &str,
+    levels: Levels,
+) -> Finding {
+    let tool = v.tool.unwrap_or("?");
+    Finding {
+        detector: "repeated_failure",
+        severity: sev,
+        pattern: format!("{tool}: {what} ({}) x{count}: {}", f.class.as_str(), f.text),
+        fingerprint: hex64(key),
+        hits: count,
+        first_step_index: steps.first().copied().unwrap_or(v.step.step_index),
+        step_indices: steps,
+        evidence: serde_json::json!({
+            "tool": tool,
+            "class": f.class,
+            "error": f.text,
+            "rule": what,
+            "thresholds": levels,
+        }),
+        stop_reason: None,
+        corroborating: true,
+    }
+}

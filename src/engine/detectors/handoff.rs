@@ -1,0 +1,167 @@
+//! Multi-agent handoff cycles (LoopGuard `HandoffLoopDetector`: 2 repeats, cycles of at most 5
+//! agents) over `caller`→`agent` edges. A handoff is recorded when the acting agent changes;
+//! its payload is what was handed over (the first step's content or tool input). Unlike
+//! LoopGuard, every leg of the cycle must also hand over the *same* thing as one round before
+//! (exact after normalisation, or near-identical for short messages), so a writer↔reviewer
+//! exchange whose drafts and reviews move on stays quiet.
+use super::{hex64, push_bounded, Finding, Latch, Levels, StepView};
+use crate::engine::text::{key64, minhash, normalize_message, similarity, text_features};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, VecDeque};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HandoffConfig {
+    pub enabled: bool,
+    pub max_agents: usize,
+    /// Rounds of the closed cycle with stagnant payloads on every leg.
+    pub levels: Levels,
+    /// Short payloads (at most `short_words` words) also match when their MinHash similarity
+    /// reaches this; long payloads must be equal after normalisation.
+    pub short_words: usize,
+    pub short_similarity: f64,
+}
+
+impl Default for HandoffConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_agents: 5,
+            levels: Levels::new(0, 2, 4),
+            short_words: 40,
+            short_similarity: 0.6,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Handoff {
+    step: u64,
+    from: u64,
+    to: u64,
+    payload: u64,
+    short: bool,
+    sig: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandoffState {
+    last_agent: Option<u64>,
+    hist: VecDeque<Handoff>,
+    latch: Latch,
+}
+
+fn agent_key(name: &str) -> u64 {
+    key64("agent", &[name.as_bytes()])
+}
+
+fn payload_text(v: &StepView<'_>) -> String {
+    if let Some(c) = v.step.content.as_deref().filter(|c| !c.trim().is_empty()) {
+        return c.to_string();
+    }
+    if v.tool.is_some() {
+        return v.canon.input_text.clone();
+    }
+    String::new()
+}
+
+impl HandoffState {
+    pub fn on_step(&mut self, cfg: &HandoffConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+        if !cfg.enabled {
+            return;
+        }
+        let Some(agent) = v.step.agent.as_deref() else {
+            return;
+        };
+        let to = agent_key(agent);
+        let from = match (v.step.caller.as_deref(), self.last_agent) {
+            (Some(c), _) => agent_key(c),
+            (None, Some(prev)) => prev,
+            (None, None) => {
+                self.last_agent = Some(to);
+                return;
+            }
+        };
+        let changed = self.last_agent != Some(to);
+        self.last_agent = Some(to);
+        if !changed || from == to {
+            return;
+        }
+        let text = normalize_message(&payload_text(v));
+        let feats = text_features(&text);
+        let short = text.split_whitespace().count() <= cfg.short_words;
+        let max_agents = cfg.max_agents.clamp(2, 8);
+        let max_rounds = cfg.levels.stop.max(cfg.levels.alert).max(2) as usize;
+        push_bounded(
+            &mut self.hist,
+            Handoff {
+                step: v.step.step_index,
+                from,
+                to,
+                payload: key64("payload", &[text.as_bytes()]),
+                short,
+                sig: if short {
+                    minhash(feats.iter().map(String::as_str))
+                } else {
+                    Vec::new()
+                },
+            },
+            max_agents * (max_rounds + 1),
+        );
+        let h: Vec<&Handoff> = self.hist.iter().collect();
+        let n = h.len();
+        let mut matched = BTreeSet::new();
+        for p in 2..=max_agents {
+            if n < 2 * p {
+                break;
+            }
+            let block = &h[n - p..];
+            // A closed, simple cycle of p distinct agents.
+            let agents: BTreeSet<u64> = block.iter().map(|e| e.to).collect();
+            let chained = (0..p).all(|i| block[i].to == block[(i + 1) % p].from);
+            if agents.len() != p || !chained {
+                continue;
+            }
+            let mut run = 0;
+            while run + p < n {
+                let (a, b) = (h[n - 1 - run], h[n - 1 - run - p]);
+                let same_edge = a.from == b.from && a.to == b.to;
+                let stagnant = a.payload == b.payload
+                    || (a.short && b.short && similarity(&a.sig, &b.sig) >= cfg.short_similarity);
+                if !same_edge || !stagnant {
+                    break;
+                }
+                run += 1;
+            }
+            if run < p {
+                continue;
+            }
+            let rounds = (run / p + 1) as u32;
+            let mut edges: Vec<u64> = block.iter().map(|e| e.to).collect();
+            edges.sort_unstable();
+            let bytes: Vec<u8> = edges.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let key = key64("handoff", &[&bytes]);
+            matched.insert(key);
+            if let Some(sev) = self.latch.rise(key, cfg.levels.level(rounds)) {
+                let steps: Vec<u64> = h[n - run - p..].iter().map(|e| e.step).collect();
+                out.push(Finding {
+                    detector: "handoff_cycle",
+                    severity: sev,
+                    pattern: format!("handoff cycle of {p} agents x{rounds}, same payloads"),
+                    fingerprint: hex64(key),
+                    hits: rounds,
+                    first_step_index: steps[0],
+                    step_indices: super::repeat::tail(&steps, 32),
+                    evidence: serde_json::json!({"agents": p, "rounds": rounds, "last_agent": agent}),
+                    stop_reason: None,
+                    corroborating: true,
+                });
+            }
+        }
+        for k in self.latch.keys() {
+            if !matched.contains(&k) {
+                self.latch.rearm(k);
+            }
+        }
+    }
+}

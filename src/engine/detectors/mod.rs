@@ -1,0 +1,466 @@
+//! Detectors. Each one reads a step (through a [`StepView`] computed once per step) and the
+//! run's detector state, and reports [`Finding`]s; the policy layer ([`policy`]) combines them
+//! and the engine turns them into signals with deterministic ids.
+//!
+//! All state is serde-serialisable, uses ordered maps only (so serialisation and iteration are
+//! deterministic) and is bounded by fixed windows and caps.
+pub mod budget;
+pub mod content;
+pub mod context;
+pub mod cycle;
+pub mod failure;
+pub mod handoff;
+pub mod keelwave;
+pub mod neardup;
+pub mod policy;
+pub mod repeat;
+pub mod stall;
+pub mod view;
+
+use super::fingerprint::{Canonical, FingerprintConfig};
+use crate::contract::input::TerminationReason;
+use crate::contract::{Severity, Step};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+pub use view::{FailClass, OutKind, StepView, ToolClass};
+
+/// What a detector found at one step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub detector: &'static str,
+    pub severity: Severity,
+    pub pattern: String,
+    pub fingerprint: String,
+    pub hits: u32,
+    pub step_indices: Vec<u64>,
+    /// Where the repetition began (becomes the run's `loop_step_index` when caught).
+    pub first_step_index: u64,
+    pub evidence: serde_json::Value,
+    /// Termination reason this finding implies if the run reports none (budgets).
+    pub stop_reason: Option<TerminationReason>,
+    /// Whether this finding counts as independent evidence for the policy layer. Diagnostics
+    /// (keelwave's rule, an absolute context size) do not.
+    pub corroborating: bool,
+}
+
+/// warn / alert / stop counts; 0 disables that level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Levels {
+    pub warn: u32,
+    pub alert: u32,
+    pub stop: u32,
+}
+
+impl Default for Levels {
+    fn default() -> Self {
+        Self {
+            warn: 3,
+            alert: 5,
+            stop: 10,
+        }
+    }
+}
+
+impl Levels {
+    pub const fn new(warn: u32, alert: u32, stop: u32) -> Self {
+        Self { warn, alert, stop }
+    }
+
+    pub fn level(&self, n: u32) -> Option<Severity> {
+        let at = |t: u32| t > 0 && n >= t;
+        if at(self.stop) {
+            Some(Severity::Stop)
+        } else if at(self.alert) {
+            Some(Severity::Alert)
+        } else if at(self.warn) {
+            Some(Severity::Warn)
+        } else {
+            None
+        }
+    }
+
+    /// The lowest enabled level: below it a pattern is re-armed.
+    pub fn floor(&self) -> u32 {
+        [self.warn, self.alert, self.stop]
+            .into_iter()
+            .filter(|t| *t > 0)
+            .min()
+            .unwrap_or(u32::MAX)
+    }
+}
+
+/// Per-tool policy (`[engine.detectors.tools."<tool_name>"]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolPolicy {
+    /// `normal`, `poll`, `step`, `scroll` (repeatable: much higher thresholds) or `exempt`
+    /// (never counted). Unset: inferred from the tool name and its action argument.
+    pub class: Option<ToolClass>,
+    /// JSON pointer to the argument that identifies the operation (e.g. `/path`); unset: the
+    /// whole canonical input.
+    pub primary: Option<String>,
+    /// Extra volatile keys for this tool's input and output.
+    pub volatile_keys: Vec<String>,
+    /// Extra recoverable-error phrases for this tool (word-level match).
+    pub recoverable_errors: Vec<String>,
+    /// Repeated-operation thresholds for this tool.
+    pub repeat: Option<Levels>,
+}
+
+/// Words that make a tool (or its `action`/`command` argument) a repeatable one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClassWords {
+    pub poll: Vec<String>,
+    pub step: Vec<String>,
+    pub scroll: Vec<String>,
+}
+
+impl Default for ClassWords {
+    fn default() -> Self {
+        let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect();
+        Self {
+            poll: v(&[
+                "poll",
+                "status",
+                "wait",
+                "sleep",
+                "progress",
+                "health",
+                "healthcheck",
+                "ping",
+                "watch",
+                "tail",
+                "await",
+                "heartbeat",
+                "monitor",
+                "log",
+                "logs",
+            ]),
+            step: v(&[
+                "step",
+                "next",
+                "stepi",
+                "nexti",
+                "continue",
+                "cont",
+                "finish",
+                "until",
+                "step_over",
+                "step_into",
+                "step_out",
+            ]),
+            scroll: v(&[
+                "scroll",
+                "scroll_down",
+                "scroll_up",
+                "page_down",
+                "page_up",
+                "pagedown",
+                "pageup",
+            ]),
+        }
+    }
+}
+
+/// Per project / agent overrides: `set` is a partial `[engine.detectors]` table merged over the
+/// defaults for runs that match (`project` and/or `agent`; later entries win).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Override {
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    pub set: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DetectorConfig {
+    pub fingerprint: FingerprintConfig,
+    pub tools: BTreeMap<String, ToolPolicy>,
+    pub classes: ClassWords,
+    /// Recoverable-error phrases for every tool (loopctl's "old text not found" family).
+    pub recoverable_errors: Vec<String>,
+    pub keelwave: keelwave::KeelwaveConfig,
+    pub repeat: repeat::RepeatConfig,
+    pub stall: stall::StallConfig,
+    pub failure: failure::FailureConfig,
+    pub cycle: cycle::CycleConfig,
+    pub handoff: handoff::HandoffConfig,
+    pub neardup: neardup::NearDupConfig,
+    pub content: content::ContentConfig,
+    pub context: context::ContextConfig,
+    pub budget: budget::BudgetConfig,
+    pub policy: policy::PolicyConfig,
+    pub overrides: Vec<Override>,
+}
+
+impl Default for DetectorConfig {
+    fn default() -> Self {
+        let rec = [
+            "old text not found",
+            "old_string not found",
+            "old string not found",
+            "string to replace not found",
+            "could not find the text",
+            "no match found for",
+            "did not match any",
+            "file has been modified since",
+            "file has not been read",
+            "read the file first",
+            "must read the file",
+            "found multiple matches",
+            "is not unique",
+            "multiple occurrences",
+        ];
+        Self {
+            fingerprint: FingerprintConfig::default(),
+            tools: BTreeMap::new(),
+            classes: ClassWords::default(),
+            recoverable_errors: rec.iter().map(|s| s.to_string()).collect(),
+            keelwave: Default::default(),
+            repeat: Default::default(),
+            stall: Default::default(),
+            failure: Default::default(),
+            cycle: Default::default(),
+            handoff: Default::default(),
+            neardup: Default::default(),
+            content: Default::default(),
+            context: Default::default(),
+            budget: Default::default(),
+            policy: Default::default(),
+            overrides: Vec::new(),
+        }
+    }
+}
+
+fn merge(base: &mut serde_json::Value, over: &serde_json::Value) {
+    match (base, over) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v.clone(),
+    }
+}
+
+impl DetectorConfig {
+    /// The configuration for one run: the matching overrides merged in order.
+    pub fn resolve(&self, project: &str, agent: Option<&str>) -> Result<DetectorConfig, String> {
+        let matching: Vec<&Override> = self
+            .overrides
+            .iter()
+            .filter(|o| {
+                o.project.as_deref().is_none_or(|p| p == project)
+                    && o.agent.as_deref().is_none_or(|a| Some(a) == agent)
+            })
+            .collect();
+        if matching.is_empty() {
+            return Ok(self.clone());
+        }
+        let mut base = serde_json::to_value(self).map_err(|e| e.to_string())?;
+        for o in matching {
+            merge(&mut base, &o.set);
+        }
+        let mut cfg: DetectorConfig = serde_json::from_value(base).map_err(|e| e.to_string())?;
+        cfg.overrides.clear();
+        Ok(cfg)
+    }
+
+    /// Check every override once, so a typo fails at start-up instead of being ignored.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, o) in self.overrides.iter().enumerate() {
+            let mut base = serde_json::to_value(self).map_err(|e| e.to_string())?;
+            merge(&mut base, &o.set);
+            serde_json::from_value::<DetectorConfig>(base)
+                .map_err(|e| format!("engine.detectors.overrides[{i}]: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Rising-edge bookkeeping: the highest level already reported per pattern key. A level is
+/// reported once per crossing; a pattern that falls below its floor is forgotten (re-armed).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latch {
+    fired: BTreeMap<u64, Severity>,
+}
+
+impl Latch {
+    const CAP: usize = 256;
+
+    /// Returns the level to report, if `level` is above what was reported for `key`.
+    pub fn rise(&mut self, key: u64, level: Option<Severity>) -> Option<Severity> {
+        let Some(level) = level else {
+            self.fired.remove(&key);
+            return None;
+        };
+        match self.fired.get(&key) {
+            Some(prev) if *prev >= level => None,
+            _ => {
+                if self.fired.len() >= Self::CAP && !self.fired.contains_key(&key) {
+                    // Bounded: drop the smallest key (deterministic, order-independent).
+                    if let Some(k) = self.fired.keys().next().copied() {
+                        self.fired.remove(&k);
+                    }
+                }
+                self.fired.insert(key, level);
+                Some(level)
+            }
+        }
+    }
+
+    pub fn rearm(&mut self, key: u64) {
+        self.fired.remove(&key);
+    }
+
+    pub fn keys(&self) -> Vec<u64> {
+        self.fired.keys().copied().collect()
+    }
+}
+
+pub fn push_bounded<T>(q: &mut VecDeque<T>, x: T, cap: usize) {
+    q.push_back(x);
+    while q.len() > cap {
+        q.pop_front();
+    }
+}
+
+pub fn hex64(k: u64) -> String {
+    format!("{k:016x}")
+}
+
+/// Run-wide counters shared by several detectors.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Steps applied to the detectors (dense, unlike `step_index`).
+    pub seq: u64,
+    /// Tool outputs not among the recent ones: a proxy for "the agent learned something".
+    pub novel_outputs: u64,
+    /// Successful, non-repeatable tool calls whose action was not among the recent ones.
+    pub novel_actions: u64,
+    recent_outputs: VecDeque<u64>,
+    recent_actions: VecDeque<u64>,
+}
+
+impl Progress {
+    const RECENT: usize = 64;
+
+    fn observe(&mut self, v: &StepView<'_>) {
+        self.seq += 1;
+        if v.tool.is_none() || v.class == ToolClass::Exempt {
+            return;
+        }
+        if !self.recent_outputs.contains(&v.output_key) {
+            self.novel_outputs += 1;
+            push_bounded(&mut self.recent_outputs, v.output_key, Self::RECENT);
+        }
+        if v.failure.is_none()
+            && !v.class.is_repeatable()
+            && !self.recent_actions.contains(&v.action_key)
+        {
+            self.novel_actions += 1;
+        }
+        if !self.recent_actions.contains(&v.action_key) {
+            push_bounded(&mut self.recent_actions, v.action_key, Self::RECENT);
+        }
+    }
+}
+
+/// All detector state of one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunDetectors {
+    pub keelwave: keelwave::KeelwaveState,
+    pub progress: Progress,
+    pub repeat: repeat::RepeatState,
+    pub stall: stall::StallState,
+    pub failure: failure::FailureState,
+    pub cycle: cycle::CycleState,
+    pub handoff: handoff::HandoffState,
+    pub neardup: neardup::NearDupState,
+    pub content: content::ContentState,
+    pub context: context::ContextState,
+    pub budget: budget::BudgetState,
+    pub policy: policy::PolicyState,
+}
+
+impl RunDetectors {
+    /// Run every detector on one new step. `canon` comes from [`Canonical::compute`].
+    pub fn on_step(
+        &mut self,
+        cfg: &DetectorConfig,
+        step: &Step,
+        canon: &Canonical,
+        out: &mut Vec<Finding>,
+    ) {
+        let start = out.len();
+        let v = StepView::new(cfg, step, canon);
+        // Progress counters first: detectors compare against the state *including* this step.
+        let before = self.progress.clone();
+        self.progress.observe(&v);
+        self.keelwave.on_step(&cfg.keelwave, step, &canon.fps, out);
+        self.budget.on_step(&cfg.budget, &v, out);
+        self.failure.on_step(&cfg.failure, &v, &before, out);
+        self.repeat.on_step(&cfg.repeat, &v, out);
+        self.stall.on_step(&cfg.stall, &v, out);
+        self.cycle.on_step(&cfg.cycle, &v, out);
+        self.neardup.on_step(&cfg.neardup, &v, out);
+        self.handoff.on_step(&cfg.handoff, &v, out);
+        self.content
+            .on_step(&cfg.content, &v, &before, &self.progress, out);
+        self.context.on_step(&cfg.context, &v, out);
+        self.policy
+            .apply(&cfg.policy, self.progress.seq, &mut out[start..]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_merge_per_project_and_agent() {
+        let mut cfg = DetectorConfig::default();
+        cfg.overrides.push(Override {
+            project: Some("p".into()),
+            agent: None,
+            set: serde_json::json!({"repeat": {"normal": {"warn": 7}}}),
+        });
+        cfg.overrides.push(Override {
+            project: None,
+            agent: Some("poller".into()),
+            set: serde_json::json!({"repeat": {"normal": {"alert": 9}}}),
+        });
+        assert!(cfg.validate().is_ok());
+        let r = cfg.resolve("p", Some("poller")).unwrap();
+        assert_eq!(r.repeat.normal.warn, 7);
+        assert_eq!(r.repeat.normal.alert, 9);
+        let q = cfg.resolve("q", None).unwrap();
+        assert_eq!(q.repeat.normal, repeat::RepeatConfig::default().normal);
+        cfg.overrides.push(Override {
+            project: None,
+            agent: None,
+            set: serde_json::json!({"repeat": {"nope": 1}}),
+        });
+        assert!(cfg.validate().is_err());
+    }
+
+    #[test]
+    fn latch_is_rising_edge() {
+        let mut l = Latch::default();
+        assert_eq!(l.rise(1, Some(Severity::Warn)), Some(Severity::Warn));
+        assert_eq!(l.rise(1, Some(Severity::Warn)), None);
+        assert_eq!(l.rise(1, Some(Severity::Alert)), Some(Severity::Alert));
+        assert_eq!(l.rise(1, None), None);
+        assert_eq!(l.rise(1, Some(Severity::Warn)), Some(Severity::Warn));
+    }
+}

@@ -1,0 +1,83 @@
+//! The policy layer: one weak signal warns, corroborated evidence alerts or stops.
+//! A `warn` becomes `alert`, and an `alert` becomes `stop`, when a *different* detector
+//! reported corroborating evidence in the same step or within the last `window` steps
+//! (LoopGuard: repetition, cycle or semantic evidence plus no-progress → stop).
+use super::Finding;
+use crate::contract::Severity;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    pub enabled: bool,
+    /// In steps of the run.
+    pub window: u64,
+    pub escalate_alert_to_stop: bool,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            window: 12,
+            escalate_alert_to_stop: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PolicyState {
+    recent: VecDeque<(String, u64)>,
+}
+
+impl PolicyState {
+    pub fn apply(&mut self, cfg: &PolicyConfig, seq: u64, findings: &mut [Finding]) {
+        if !cfg.enabled {
+            return;
+        }
+        self.recent
+            .retain(|(_, s)| seq.saturating_sub(*s) <= cfg.window);
+        let now: Vec<&'static str> = findings
+            .iter()
+            .filter(|f| f.corroborating && f.severity >= Severity::Warn)
+            .map(|f| f.detector)
+            .collect();
+        for f in findings.iter_mut() {
+            if !f.corroborating || f.severity < Severity::Warn || f.severity == Severity::Stop {
+                continue;
+            }
+            let by: Vec<String> = self
+                .recent
+                .iter()
+                .map(|(d, _)| d.as_str())
+                .chain(now.iter().copied())
+                .filter(|d| *d != f.detector)
+                .map(str::to_string)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            if by.is_empty() {
+                continue;
+            }
+            let to = match f.severity {
+                Severity::Warn => Severity::Alert,
+                Severity::Alert if cfg.escalate_alert_to_stop => Severity::Stop,
+                s => s,
+            };
+            if to != f.severity {
+                if let serde_json::Value::Object(m) = &mut f.evidence {
+                    m.insert("detector_severity".into(), serde_json::json!(f.severity));
+                    m.insert("corroborated_by".into(), serde_json::json!(by));
+                }
+                f.severity = to;
+            }
+        }
+        for d in now {
+            self.recent.push_back((d.to_string(), seq));
+        }
+        while self.recent.len() > 32 {
+            self.recent.pop_front();
+        }
+    }
+}

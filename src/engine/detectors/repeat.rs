@@ -1,0 +1,177 @@
+//! Repeated operation (loopctl, loopcanary `repeated_action`): operation = (tool, primary
+//! parameter, output). Counted in a sliding window of tool calls, not only consecutively. The
+//! same call with a different output is progress: it purges that call's older entries and
+//! re-arms its warnings (loopctl's rule), so a poll that finally changes is never flagged.
+//! Failed calls are left to `repeated_failure`, which knows retry semantics.
+use super::{hex64, push_bounded, Finding, Latch, Levels, StepView};
+use crate::contract::Severity;
+use crate::engine::text::key64;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RepeatConfig {
+    pub enabled: bool,
+    /// Window, in counted tool calls, for normal tools.
+    pub window: usize,
+    /// Window for repeatable (poll/step/scroll) tools: long enough to hold their thresholds.
+    pub window_repeatable: usize,
+    /// loopcanary warns at 3; OpenHands calls 4 identical action+observation pairs stuck;
+    /// loopctl stops at 10.
+    pub normal: Levels,
+    /// OpenClaw's poll proposal (#16808): warn at 10 unchanged polls, kill at twice that.
+    pub repeatable: Levels,
+}
+
+impl Default for RepeatConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            window: 20,
+            window_repeatable: 48,
+            normal: Levels::new(3, 5, 10),
+            repeatable: Levels::new(10, 20, 40),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Entry {
+    step: u64,
+    primary: u64,
+    output: u64,
+    repeatable: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RepeatState {
+    window: VecDeque<Entry>,
+    latch: Latch,
+}
+
+fn op_key(primary: u64, output: u64) -> u64 {
+    key64("op", &[&primary.to_le_bytes(), &output.to_le_bytes()])
+}
+
+impl RepeatState {
+    pub fn on_step(&mut self, cfg: &RepeatConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+        if !cfg.enabled || !v.counted_tool() || v.failure.is_some() {
+            return;
+        }
+        let repeatable = v.class.is_repeatable();
+        // Progress: the same call answered differently. Forget its stale entries and warnings.
+        let stale: Vec<u64> = self
+            .window
+            .iter()
+            .filter(|e| e.primary == v.primary_key && e.output != v.output_key)
+            .map(|e| op_key(e.primary, e.output))
+            .collect();
+        if !stale.is_empty() {
+            self.window
+                .retain(|e| !(e.primary == v.primary_key && e.output != v.output_key));
+            for k in stale {
+                self.latch.rearm(k);
+            }
+        }
+        let cap = cfg.window.max(cfg.window_repeatable).max(1);
+        push_bounded(
+            &mut self.window,
+            Entry {
+                step: v.step.step_index,
+                primary: v.primary_key,
+                output: v.output_key,
+                repeatable,
+            },
+            cap,
+        );
+        let levels = v.policy.and_then(|p| p.repeat).unwrap_or(if repeatable {
+            cfg.repeatable
+        } else {
+            cfg.normal
+        });
+        let window = if repeatable {
+            cfg.window_repeatable
+        } else {
+            cfg.window
+        };
+        let start = self.window.len().saturating_sub(window);
+        let steps: Vec<u64> = self
+            .window
+            .iter()
+            .skip(start)
+            .filter(|e| e.primary == v.primary_key && e.output == v.output_key)
+            .map(|e| e.step)
+            .collect();
+        let hits = steps.len() as u32;
+        let key = op_key(v.primary_key, v.output_key);
+        // Re-arm every other pattern that has slid out of its window.
+        for k in self.latch.keys() {
+            if k == key {
+                continue;
+            }
+            let (n, rep) = self.count(k, cfg);
+            let floor = if rep {
+                cfg.repeatable.floor()
+            } else {
+                cfg.normal.floor()
+            };
+            if n < floor {
+                self.latch.rearm(k);
+            }
+        }
+        let level = if hits >= levels.floor() {
+            levels.level(hits)
+        } else {
+            None
+        };
+        if let Some(sev) = self.latch.rise(key, level) {
+            let tool = v.tool.unwrap_or("?");
+            let first = steps.first().copied().unwrap_or(v.step.step_index);
+            out.push(Finding {
+                detector: "repeated_operation",
+                severity: sev,
+                pattern: format!("{tool}(same call, same result) x{hits}"),
+                fingerprint: hex64(key),
+                hits,
+                step_indices: tail(&steps, 32),
+                first_step_index: first,
+                evidence: serde_json::json!({
+                    "tool": tool,
+                    "tool_class": v.class,
+                    "window": window,
+                    "thresholds": levels,
+                    "input_fingerprint": v.canon.fps.canonical_input.map(hex::encode),
+                    "output_fingerprint": v.canon.fps.canonical_output.map(hex::encode),
+                }),
+                stop_reason: None,
+                corroborating: sev >= Severity::Warn,
+            });
+        }
+    }
+
+    fn count(&self, key: u64, cfg: &RepeatConfig) -> (u32, bool) {
+        let mut n = 0u32;
+        let mut rep = false;
+        let len = self.window.len();
+        for (i, e) in self.window.iter().enumerate() {
+            if op_key(e.primary, e.output) != key {
+                continue;
+            }
+            let w = if e.repeatable {
+                cfg.window_repeatable
+            } else {
+                cfg.window
+            };
+            if i + w >= len {
+                n += 1;
+                rep = e.repeatable;
+            }
+        }
+        (n, rep)
+    }
+}
+
+pub fn tail(v: &[u64], n: usize) -> Vec<u64> {
+    v[v.len().saturating_sub(n)..].to_vec()
+}

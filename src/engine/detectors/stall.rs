@@ -1,0 +1,104 @@
+//! No progress (loopcanary `null_progress`, LoopGuard stall): over the last `window` counted
+//! tool calls the outputs stopped diversifying *and* the actions repeat. The second condition
+//! is what keeps batch jobs quiet: ten different files moved, each answered `{"ok": true}`,
+//! is work, not a stall. Repeatable tools and retryable/recoverable failures are left out
+//! (their own rules judge them). A weak signal: it warns, and corroborates other detectors.
+use super::{hex64, push_bounded, FailClass, Finding, Latch, StepView};
+use crate::contract::Severity;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, VecDeque};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StallConfig {
+    pub enabled: bool,
+    /// loopcanary: window 8, WARN when distinct outputs <= 2.
+    pub window: usize,
+    pub max_distinct_outputs: usize,
+    /// At most this many distinct actions in the window (else it is a batch, not a stall).
+    pub max_distinct_actions: usize,
+}
+
+impl Default for StallConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            window: 8,
+            max_distinct_outputs: 2,
+            max_distinct_actions: 4,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StallState {
+    window: VecDeque<(u64, u64, u64)>,
+    latch: Latch,
+}
+
+impl StallState {
+    pub fn on_step(&mut self, cfg: &StallConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+        if !cfg.enabled || !v.counted_tool() || v.class.is_repeatable() {
+            return;
+        }
+        if matches!(
+            v.fail_class(),
+            Some(FailClass::Retryable | FailClass::Recoverable)
+        ) {
+            return;
+        }
+        push_bounded(
+            &mut self.window,
+            (v.step.step_index, v.action_key, v.output_key),
+            cfg.window.max(2),
+        );
+        if self.window.len() < cfg.window.max(2) {
+            return;
+        }
+        let outs: BTreeSet<u64> = self.window.iter().map(|e| e.2).collect();
+        let acts: BTreeSet<u64> = self.window.iter().map(|e| e.1).collect();
+        let stalled =
+            outs.len() <= cfg.max_distinct_outputs && acts.len() <= cfg.max_distinct_actions;
+        let level = stalled.then_some(Severity::Warn);
+        if let Some(sev) = self.latch.rise(0, level) {
+            let steps: Vec<u64> = self.window.iter().map(|e| e.0).collect();
+            let key = outs.iter().fold(0u64, |a, x| a ^ x);
+            // The stall began where the output that dominates the window first appeared, not at
+            // the window's edge (which may still hold the last productive step).
+            let dominant = outs
+                .iter()
+                .copied()
+                .max_by_key(|o| {
+                    let n = self.window.iter().filter(|e| e.2 == *o).count();
+                    (n, std::cmp::Reverse(*o))
+                })
+                .unwrap_or_default();
+            let began = self
+                .window
+                .iter()
+                .find(|e| e.2 == dominant)
+                .map_or(steps[0], |e| e.0);
+            out.push(Finding {
+                detector: "no_progress",
+                severity: sev,
+                pattern: format!(
+                    "{} distinct outputs for {} distinct actions over {} calls",
+                    outs.len(),
+                    acts.len(),
+                    steps.len()
+                ),
+                fingerprint: hex64(key),
+                hits: steps.len() as u32,
+                first_step_index: began,
+                step_indices: steps,
+                evidence: serde_json::json!({
+                    "distinct_outputs": outs.len(),
+                    "distinct_actions": acts.len(),
+                    "window": cfg.window,
+                }),
+                stop_reason: None,
+                corroborating: true,
+            });
+        }
+    }
+}

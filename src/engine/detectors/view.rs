@@ -1,0 +1,662 @@
+//! What the detectors know about one step, computed once: identity keys, tool class, failure
+//! classification and the kind of output.
+use super::{DetectorConfig, ToolPolicy};
+use crate::contract::Step;
+use crate::engine::fingerprint::{canonical_string, Canonical};
+use crate::engine::text::{has_phrase, has_phrase_str, key64, normalize_message, words};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolClass {
+    Normal,
+    /// Status checks, waits, log tails: identical results are expected for a while.
+    Poll,
+    /// Debugger stepping.
+    Step,
+    /// Scrolling a page or a list.
+    Scroll,
+    /// Never counted by any repetition detector.
+    Exempt,
+}
+
+impl ToolClass {
+    pub fn is_repeatable(self) -> bool {
+        matches!(self, ToolClass::Poll | ToolClass::Step | ToolClass::Scroll)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailClass {
+    /// auth, permission, not found, invalid/schema, unknown tool: retrying cannot help.
+    Permanent,
+    /// 429, timeouts, 5xx, "temporarily unavailable": retrying may help.
+    Retryable,
+    /// A failure the agent is expected to recover from (re-read then retry an edit).
+    Recoverable,
+    Other,
+}
+
+impl FailClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailClass::Permanent => "permanent",
+            FailClass::Retryable => "retryable",
+            FailClass::Recoverable => "recoverable",
+            FailClass::Other => "other",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub class: FailClass,
+    /// Normalised error text identity (volatile values removed, lowercase, whitespace collapsed).
+    pub error_key: u64,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutKind {
+    /// Not a tool step.
+    NoTool,
+    Failure,
+    /// An empty result set (`[]`, `{"results": []}`, "no results").
+    Empty,
+    /// A bare acknowledgement of a mutation (`{"ok": true}`, `null`, `"done"`).
+    Ack,
+    Data,
+}
+
+pub struct StepView<'a> {
+    pub step: &'a Step,
+    pub canon: &'a Canonical,
+    pub tool: Option<&'a str>,
+    pub policy: Option<&'a ToolPolicy>,
+    pub class: ToolClass,
+    pub tool_key: u64,
+    /// Tool + whole canonical input.
+    pub action_key: u64,
+    /// Tool + primary parameter (per-tool JSON pointer), else the action key.
+    pub primary_key: u64,
+    /// Canonical output + success flag.
+    pub output_key: u64,
+    pub failure: Option<Failure>,
+    pub out_kind: OutKind,
+}
+
+fn fp64(fp: Option<[u8; 32]>) -> u64 {
+    fp.map_or(0, |d| {
+        u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+    })
+}
+
+impl<'a> StepView<'a> {
+    pub fn new(cfg: &'a DetectorConfig, step: &'a Step, canon: &'a Canonical) -> Self {
+        let tool = step.tool_name.as_deref();
+        let policy = tool.and_then(|t| cfg.tools.get(t));
+        let class = match (tool, policy.and_then(|p| p.class)) {
+            (None, _) => ToolClass::Normal,
+            (Some(_), Some(c)) => c,
+            (Some(t), None) => infer_class(cfg, t, &canon.input),
+        };
+        let tool_key = tool.map_or(0, |t| key64("tool", &[t.as_bytes()]));
+        let action_key = fp64(canon.fps.canonical_input);
+        let primary_key = match (tool, policy.and_then(|p| p.primary.as_deref())) {
+            (Some(t), Some(ptr)) => match canon.input.pointer(ptr) {
+                Some(v) => key64("primary", &[t.as_bytes(), canonical_string(v).as_bytes()]),
+                None => action_key,
+            },
+            _ => action_key,
+        };
+        let output_key = fp64(canon.fps.canonical_output);
+        let failure = tool.and_then(|_| classify_failure(cfg, policy, step, &canon.output));
+        let out_kind = if tool.is_none() {
+            OutKind::NoTool
+        } else if failure.is_some() {
+            OutKind::Failure
+        } else {
+            output_kind(&canon.output)
+        };
+        Self {
+            step,
+            canon,
+            tool,
+            policy,
+            class,
+            tool_key,
+            action_key,
+            primary_key,
+            output_key,
+            failure,
+            out_kind,
+        }
+    }
+
+    /// A tool step that the repetition detectors count.
+    pub fn counted_tool(&self) -> bool {
+        self.tool.is_some() && self.class != ToolClass::Exempt
+    }
+
+    pub fn fail_class(&self) -> Option<FailClass> {
+        self.failure.as_ref().map(|f| f.class)
+    }
+}
+
+fn split_name(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        cur.push(c.to_ascii_lowercase());
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Repeatable tools are recognised by name (`get_job_status`, `sleep`) or by their action
+/// argument (`browser {"action": "scroll_down"}`, `bash {"command": "sleep 30"}`,
+/// `debugger {"cmd": "next"}`). A short command is read word by word (so `git status` polls but
+/// `pytest test_status.py` does not).
+fn infer_class(cfg: &DetectorConfig, tool: &str, input: &Value) -> ToolClass {
+    let mut cands: Vec<String> = split_name(tool);
+    cands.push(tool.to_ascii_lowercase());
+    if let Value::Object(m) = input {
+        for k in [
+            "action",
+            "command",
+            "cmd",
+            "op",
+            "operation",
+            "method",
+            "type",
+            "kind",
+        ] {
+            if let Some(Value::String(s)) = m.get(k) {
+                if s.len() <= 60 {
+                    let ws: Vec<&str> = s.split_whitespace().collect();
+                    if ws.len() <= 6 {
+                        cands.extend(
+                            ws.iter()
+                                .map(|w| w.trim_start_matches('-').to_ascii_lowercase()),
+                        );
+                    }
+                    cands.push(s.trim().to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    let has = |list: &[String]| cands.iter().any(|c| list.iter().any(|w| w == c));
+    if has(&cfg.classes.scroll) {
+        ToolClass::Scroll
+    } else if has(&cfg.classes.step) {
+        ToolClass::Step
+    } else if has(&cfg.classes.poll) {
+        ToolClass::Poll
+    } else {
+        ToolClass::Normal
+    }
+}
+
+const ERROR_FIELDS: &[&str] = &[
+    "error",
+    "errors",
+    "err",
+    "message",
+    "msg",
+    "detail",
+    "details",
+    "reason",
+    "status",
+    "status_code",
+    "statusCode",
+    "code",
+    "stderr",
+    "exception",
+    "type",
+    "title",
+    "description",
+    "error_message",
+    "errorMessage",
+];
+
+fn collect_text(v: &Value, out: &mut String, depth: usize) {
+    if depth > 6 || out.len() > 4000 {
+        return;
+    }
+    match v {
+        Value::String(s) => {
+            out.push_str(s);
+            out.push(' ');
+        }
+        Value::Number(n) => {
+            out.push_str(&n.to_string());
+            out.push(' ');
+        }
+        Value::Bool(_) | Value::Null => {}
+        Value::Array(a) => a.iter().for_each(|x| collect_text(x, out, depth + 1)),
+        Value::Object(m) => m.values().for_each(|x| collect_text(x, out, depth + 1)),
+    }
+}
+
+/// The error text of a failed output: its error-ish fields when it is an object, else all text.
+fn error_text(out: &Value) -> String {
+    let mut s = String::new();
+    if let Value::Object(m) = out {
+        for k in ERROR_FIELDS {
+            if let Some(v) = m.get(*k) {
+                collect_text(v, &mut s, 0);
+            }
+        }
+    }
+    if s.trim().is_empty() {
+        collect_text(out, &mut s, 0);
+    }
+    s
+}
+
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::String(s) => !s.trim().is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(m) => !m.is_empty(),
+        Value::Number(_) => true,
+    }
+}
+
+/// `tool_success` decides when present. Without it, only structural evidence counts (an
+/// `error` field, `ok: false`, an HTTP status >= 400, MCP's `isError`, or text that *starts*
+/// with an error marker); words elsewhere in the output never make a failure.
+fn is_failed(step: &Step, out: &Value) -> bool {
+    if let Some(s) = step.tool_success {
+        return !s;
+    }
+    match out {
+        Value::Object(m) => {
+            if ["error", "errors", "exception"]
+                .iter()
+                .any(|k| m.get(*k).is_some_and(truthy))
+            {
+                return true;
+            }
+            if ["ok", "success"]
+                .iter()
+                .any(|k| m.get(*k) == Some(&Value::Bool(false)))
+            {
+                return true;
+            }
+            if ["isError", "is_error"]
+                .iter()
+                .any(|k| m.get(*k) == Some(&Value::Bool(true)))
+            {
+                return true;
+            }
+            ["status", "status_code", "statusCode", "http_status"]
+                .iter()
+                .any(|k| {
+                    m.get(*k)
+                        .and_then(Value::as_u64)
+                        .is_some_and(|c| (400..600).contains(&c))
+                })
+        }
+        Value::String(s) => {
+            let first = words(s).into_iter().next().unwrap_or_default();
+            matches!(
+                first.as_str(),
+                "error" | "traceback" | "exception" | "fatal" | "failed" | "failure"
+            )
+        }
+        _ => false,
+    }
+}
+
+const RETRYABLE_WORDS: &[&str] = &[
+    "408",
+    "429",
+    "500",
+    "502",
+    "503",
+    "504",
+    "timeout",
+    "timedout",
+    "etimedout",
+    "econnreset",
+    "econnrefused",
+    "throttled",
+    "throttling",
+    "ratelimit",
+    "ratelimited",
+    "rate-limit",
+    "rate-limited",
+    "unavailable",
+    "temporarily",
+    "overloaded",
+    "busy",
+    "retry-after",
+];
+const RETRYABLE_PHRASES: &[&[&str]] = &[
+    &["rate", "limit"],
+    &["rate", "limited"],
+    &["timed", "out"],
+    &["try", "again"],
+    &["too", "many", "requests"],
+    &["connection", "reset"],
+    &["connection", "refused"],
+    &["bad", "gateway"],
+    &["service", "unavailable"],
+    &["internal", "server", "error"],
+];
+const PERMANENT_WORDS: &[&str] = &[
+    "400",
+    "401",
+    "403",
+    "404",
+    "405",
+    "410",
+    "422",
+    "unauthorized",
+    "unauthenticated",
+    "forbidden",
+    "permission",
+    "permissions",
+    "denied",
+    "auth",
+    "authentication",
+    "authorization",
+    "credentials",
+    "invalid",
+    "schema",
+    "enoent",
+    "eacces",
+    "eperm",
+    "notfound",
+    "validation",
+    "malformed",
+    "unsupported",
+    "nonexistent",
+];
+const PERMANENT_PHRASES: &[&[&str]] = &[
+    &["not", "found"],
+    &["no", "such"],
+    &["does", "not", "exist"],
+    &["doesn't", "exist"],
+    &["bad", "request"],
+    &["missing", "required"],
+    &["required", "field"],
+    &["unknown", "tool"],
+    &["unknown", "function"],
+    &["unknown", "command"],
+    &["unknown", "parameter"],
+    &["unknown", "argument"],
+    &["not", "allowed"],
+    &["not", "permitted"],
+    &["api", "key"],
+    &["is", "required"],
+];
+
+fn classify_failure(
+    cfg: &DetectorConfig,
+    policy: Option<&ToolPolicy>,
+    step: &Step,
+    out: &Value,
+) -> Option<Failure> {
+    if !is_failed(step, out) {
+        return None;
+    }
+    let text = error_text(out);
+    let toks = words(&text);
+    let recoverable = cfg
+        .recoverable_errors
+        .iter()
+        .chain(policy.map_or(&[][..], |p| p.recoverable_errors.as_slice()))
+        .any(|p| has_phrase_str(&toks, p));
+    let any_word = |ws: &[&str]| toks.iter().any(|t| ws.contains(&t.as_str()));
+    let any_phrase = |ps: &[&[&str]]| ps.iter().any(|p| has_phrase(&toks, p));
+    let class = if recoverable {
+        FailClass::Recoverable
+    } else if any_word(RETRYABLE_WORDS) || any_phrase(RETRYABLE_PHRASES) {
+        FailClass::Retryable
+    } else if any_word(PERMANENT_WORDS) || any_phrase(PERMANENT_PHRASES) {
+        FailClass::Permanent
+    } else {
+        FailClass::Other
+    };
+    let norm = normalize_message(&text);
+    let mut short = norm.clone();
+    if short.len() > 160 {
+        let mut end = 160;
+        while !short.is_char_boundary(end) {
+            end -= 1;
+        }
+        short.truncate(end);
+    }
+    Some(Failure {
+        class,
+        error_key: key64("error", &[norm.as_bytes()]),
+        text: short,
+    })
+}
+
+const ACK_WORDS: &[&str] = &[
+    "ok",
+    "okay",
+    "done",
+    "success",
+    "succeeded",
+    "saved",
+    "updated",
+    "written",
+    "created",
+    "deleted",
+    "moved",
+    "true",
+    "applied",
+    "complete",
+    "completed",
+];
+const EMPTY_PREFIXES: &[&str] = &[
+    "no results",
+    "no result",
+    "no matches",
+    "no match",
+    "0 results",
+    "found 0",
+    "nothing found",
+    "no files found",
+    "no entries",
+    "no items",
+    "no records",
+    "no rows",
+    "empty",
+];
+
+fn output_kind(out: &Value) -> OutKind {
+    match out {
+        Value::Null | Value::Bool(true) => OutKind::Ack,
+        Value::String(s) => {
+            let t = s.trim().to_lowercase();
+            let t = t.trim_end_matches(['.', '!']);
+            if t.is_empty() || ACK_WORDS.contains(&t) {
+                OutKind::Ack
+            } else if EMPTY_PREFIXES.iter().any(|p| t.starts_with(p)) || t == "[]" || t == "none" {
+                OutKind::Empty
+            } else {
+                OutKind::Data
+            }
+        }
+        Value::Array(a) if a.is_empty() => OutKind::Empty,
+        Value::Object(m) if m.is_empty() => OutKind::Ack,
+        Value::Object(m) => {
+            let arrays: Vec<&Vec<Value>> = m.values().filter_map(Value::as_array).collect();
+            if !arrays.is_empty() && arrays.iter().all(|a| a.is_empty()) {
+                return OutKind::Empty;
+            }
+            if m.len() <= 3
+                && m.values().all(|v| match v {
+                    Value::Bool(_) | Value::Null | Value::Number(_) => true,
+                    Value::String(s) => ACK_WORDS.contains(&s.trim().to_lowercase().as_str()),
+                    _ => false,
+                })
+            {
+                return OutKind::Ack;
+            }
+            if let Some(Value::String(s)) = m
+                .get("result")
+                .or_else(|| m.get("value"))
+                .or_else(|| m.get("output"))
+            {
+                if m.len() == 1 {
+                    return output_kind(&Value::String(s.clone()));
+                }
+            }
+            OutKind::Data
+        }
+        _ => OutKind::Data,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::RunKey;
+
+    fn step(tool: &str, input: &str, output: &str, success: Option<bool>) -> Step {
+        Step {
+            key: RunKey {
+                project_id: "p".into(),
+                run_id: "r".into(),
+            },
+            ts_ms: 0,
+            step_index: 1,
+            step_type: "tool_call".into(),
+            content: None,
+            tool_name: Some(tool.into()),
+            tool_input: serde_json::value::RawValue::from_string(input.into()).ok(),
+            tool_output: serde_json::value::RawValue::from_string(output.into()).ok(),
+            tool_success: success,
+            tool_latency_ms: None,
+            tokens: None,
+            cost_usd: None,
+            tokens_in_context: None,
+            agent: None,
+            caller: None,
+            metadata: None,
+        }
+    }
+
+    fn view_of(
+        tool: &str,
+        input: &str,
+        output: &str,
+        success: Option<bool>,
+    ) -> (Option<FailClass>, OutKind, ToolClass) {
+        let cfg = DetectorConfig::default();
+        let s = step(tool, input, output, success);
+        let c = Canonical::compute(&s, &cfg);
+        let v = StepView::new(&cfg, &s, &c);
+        (v.fail_class(), v.out_kind, v.class)
+    }
+
+    #[test]
+    fn failures_are_classified_by_words_not_substrings() {
+        assert_eq!(
+            view_of(
+                "read_file",
+                r#"{"path":"lib/auth.py"}"#,
+                r#""def login(): ...""#,
+                None
+            )
+            .0,
+            None
+        );
+        assert_eq!(
+            view_of("run", "{}", r#"{"failed":0,"passed":12}"#, None).0,
+            None
+        );
+        assert_eq!(
+            view_of("fetch", "{}", r#"{"error":"401 Unauthorized"}"#, None).0,
+            Some(FailClass::Permanent)
+        );
+        assert_eq!(
+            view_of(
+                "fetch",
+                "{}",
+                r#"{"error":"503 Service Unavailable"}"#,
+                Some(false)
+            )
+            .0,
+            Some(FailClass::Retryable)
+        );
+        assert_eq!(
+            view_of(
+                "edit",
+                "{}",
+                r#""Error: old text not found in src/a.rs""#,
+                Some(false)
+            )
+            .0,
+            Some(FailClass::Recoverable)
+        );
+        // A file called auth.py that is missing is a not-found, not an auth failure; both permanent.
+        assert_eq!(
+            view_of("read", "{}", r#""cannot open auth.py""#, Some(false)).0,
+            Some(FailClass::Other)
+        );
+    }
+
+    #[test]
+    fn outputs_and_classes() {
+        assert_eq!(
+            view_of("search", "{}", r#"{"results":[],"query":"x"}"#, Some(true)).1,
+            OutKind::Empty
+        );
+        assert_eq!(
+            view_of("write", "{}", r#"{"ok":true}"#, Some(true)).1,
+            OutKind::Ack
+        );
+        assert_eq!(
+            view_of("get_job_status", "{}", "{}", None).2,
+            ToolClass::Poll
+        );
+        assert_eq!(
+            view_of("browser", r#"{"action":"scroll_down"}"#, "{}", None).2,
+            ToolClass::Scroll
+        );
+        assert_eq!(
+            view_of(
+                "bash",
+                r#"{"command":"pytest tests/test_status.py"}"#,
+                "{}",
+                None
+            )
+            .2,
+            ToolClass::Normal
+        );
+        assert_eq!(
+            view_of("bash", r#"{"command":"sleep 30"}"#, "{}", None).2,
+            ToolClass::Poll
+        );
+        assert_eq!(
+            view_of("gdb", r#"{"cmd":"next"}"#, "{}", None).2,
+            ToolClass::Step
+        );
+    }
+}

@@ -1,0 +1,394 @@
+//! Fingerprints of a step.
+//!
+//! `raw` is keelwave's fingerprint of record (server formula): `sha256(tool_name || 0x00 ||
+//! raw tool_input bytes)`, the bytes exactly as they arrived, so `/loops` answers match keelwave.
+//!
+//! `canonical_input` / `canonical_output` are eddy's own: the JSON canonicalised RFC 8785 style
+//! (keys sorted at every depth, numbers normalised so `1.0 == 1`, strings re-escaped one way)
+//! after removing volatile keys and normalising volatile values. Two calls that differ only by
+//! key order, a request id or a timestamp get the same canonical fingerprint.
+use super::detectors::DetectorConfig;
+use super::text::normalize_volatile;
+use crate::contract::Step;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+
+pub type Fp = [u8; 32];
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepFingerprints {
+    /// keelwave's fingerprint of record; `None` when the step has no tool_name.
+    pub raw: Option<Fp>,
+    /// Canonical tool + input; `None` when the step has no tool_name.
+    pub canonical_input: Option<Fp>,
+    /// Canonical output + success flag; `None` when the step has no tool_name.
+    pub canonical_output: Option<Fp>,
+}
+
+/// How volatile data is recognised. Defaults follow the union of what the peers strip
+/// (loopcanary's request ids/timestamps, OpenClaw's message ids, OpenHands' ids).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FingerprintConfig {
+    /// Keys removed at every depth of tool input and output. Matched case-insensitively with
+    /// `_`/`-` ignored, so `request_id`, `requestId` and `Request-Id` are one entry.
+    pub volatile_keys: Vec<String>,
+    /// Also drop keys ending in `_at`/`At` (`created_at`, `sentAt`) or `timestamp`.
+    pub volatile_key_suffixes: bool,
+    /// Normalise volatile values inside strings (UUIDs, ISO date-times, clock times, 16+ char
+    /// hex ids, epoch timestamps, fractional durations such as `0.53s`).
+    pub normalize_values: bool,
+}
+
+impl Default for FingerprintConfig {
+    fn default() -> Self {
+        let keys = [
+            "request_id",
+            "trace_id",
+            "span_id",
+            "parent_span_id",
+            "correlation_id",
+            "idempotency_key",
+            "nonce",
+            "uuid",
+            "timestamp",
+            "ts",
+            "created_at",
+            "updated_at",
+            "modified_at",
+            "message_id",
+            "tool_call_id",
+            "call_id",
+            "llm_response_id",
+            "action_id",
+            "elapsed",
+            "elapsed_ms",
+            "duration_ms",
+            "latency_ms",
+            "took",
+            "took_ms",
+            "response_time",
+            "server_time",
+            "receipt",
+            "cache_buster",
+            "_t",
+        ];
+        Self {
+            volatile_keys: keys.iter().map(|s| s.to_string()).collect(),
+            volatile_key_suffixes: true,
+            normalize_values: true,
+        }
+    }
+}
+
+/// Key comparison form: lowercase ASCII alphanumerics only.
+pub fn key_norm(k: &str) -> String {
+    k.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// The volatile-key rule for one tool, resolved once per step.
+pub struct Volatility {
+    keys: BTreeSet<String>,
+    suffixes: bool,
+    values: bool,
+}
+
+impl Volatility {
+    pub fn new(cfg: &FingerprintConfig, tool_keys: &[String]) -> Self {
+        Self {
+            keys: cfg
+                .volatile_keys
+                .iter()
+                .chain(tool_keys)
+                .map(|k| key_norm(k))
+                .collect(),
+            suffixes: cfg.volatile_key_suffixes,
+            values: cfg.normalize_values,
+        }
+    }
+
+    fn is_volatile_key(&self, k: &str) -> bool {
+        if self.keys.contains(&key_norm(k)) {
+            return true;
+        }
+        if !self.suffixes {
+            return false;
+        }
+        let b = k.as_bytes();
+        let n = b.len();
+        // `created_at` / `sentAt` (a lowercase letter before `At`) / `...timestamp`.
+        (n > 3 && k.ends_with("_at"))
+            || (n > 2 && k.ends_with("At") && b[n - 3].is_ascii_lowercase())
+            || (n > 9 && key_norm(k).ends_with("timestamp"))
+    }
+
+    /// The normalised value: volatile keys removed at every depth, strings normalised, numbers
+    /// in one form. Keys are sorted on output by [`write_canonical`].
+    pub fn normalize(&self, v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut out = Map::new();
+                for (k, x) in m {
+                    if !self.is_volatile_key(k) {
+                        out.insert(k.clone(), self.normalize(x));
+                    }
+                }
+                Value::Object(out)
+            }
+            Value::Array(a) => Value::Array(a.iter().map(|x| self.normalize(x)).collect()),
+            Value::String(s) if self.values => Value::String(normalize_volatile(s)),
+            Value::Number(n) => Value::Number(normalize_number(n)),
+            other => other.clone(),
+        }
+    }
+}
+
+fn normalize_number(n: &serde_json::Number) -> serde_json::Number {
+    if n.is_i64() || n.is_u64() {
+        return n.clone();
+    }
+    match n.as_f64() {
+        // Integral floats become integers so `1.0 == 1` (RFC 8785 prints both as `1`).
+        Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => serde_json::Number::from(f as i64),
+        Some(f) => serde_json::Number::from_f64(f).unwrap_or_else(|| n.clone()),
+        None => n.clone(),
+    }
+}
+
+/// RFC 8785-style serialisation: object keys sorted by code point at every depth, no
+/// whitespace, strings escaped the way serde_json does. Sorting is explicit so the result does
+/// not depend on serde_json's `preserve_order` feature being off in the build.
+pub fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                if let Some(x) = m.get(k) {
+                    write_canonical(x, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(x, out);
+            }
+            out.push(']');
+        }
+        Value::String(s) => write_string(s, out),
+        Value::Number(n) => out.push_str(&normalize_number(n).to_string()),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Null => out.push_str("null"),
+    }
+}
+
+fn write_string(s: &str, out: &mut String) {
+    match serde_json::to_string(s) {
+        Ok(j) => out.push_str(&j),
+        // Serialising a &str cannot fail; fall back to a lossless debug form just in case.
+        Err(_) => out.push_str(&format!("{s:?}")),
+    }
+}
+
+pub fn canonical_string(v: &Value) -> String {
+    let mut s = String::new();
+    write_canonical(v, &mut s);
+    s
+}
+
+/// Parse raw JSON; an unparsable payload (cannot happen for decoded events) is kept as a string.
+pub fn parse_raw(raw: Option<&serde_json::value::RawValue>) -> Value {
+    match raw {
+        None => Value::Null,
+        Some(r) => {
+            serde_json::from_str(r.get()).unwrap_or_else(|_| Value::String(r.get().to_string()))
+        }
+    }
+}
+
+fn digest(domain: &[u8], parts: &[&[u8]]) -> Fp {
+    let mut h = Sha256::new();
+    h.update(domain);
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
+pub fn canonical_input_fp(tool: &str, canon_input: &str) -> Fp {
+    digest(
+        b"eddy.canon.input.v1",
+        &[tool.as_bytes(), canon_input.as_bytes()],
+    )
+}
+
+pub fn canonical_output_fp(success: Option<bool>, canon_output: &str) -> Fp {
+    let flag: &[u8] = match success {
+        Some(true) => b"1",
+        Some(false) => b"0",
+        None => b"-",
+    };
+    digest(b"eddy.canon.output.v1", &[flag, canon_output.as_bytes()])
+}
+
+/// The normalised payloads of a step, computed once and shared by all detectors.
+pub struct Canonical {
+    pub fps: StepFingerprints,
+    pub input: Value,
+    pub output: Value,
+    pub input_text: String,
+    pub output_text: String,
+}
+
+impl Canonical {
+    pub fn compute(step: &Step, cfg: &DetectorConfig) -> Self {
+        let raw = step
+            .tool_name
+            .as_deref()
+            .map(|name| keelwave_raw(name, step.tool_input.as_ref().map(|r| r.get())));
+        let tool_keys: &[String] = step
+            .tool_name
+            .as_deref()
+            .and_then(|t| cfg.tools.get(t))
+            .map_or(&[], |p| p.volatile_keys.as_slice());
+        let vol = Volatility::new(&cfg.fingerprint, tool_keys);
+        let input = vol.normalize(&parse_raw(step.tool_input.as_deref()));
+        let output = vol.normalize(&parse_raw(step.tool_output.as_deref()));
+        let input_text = canonical_string(&input);
+        let output_text = canonical_string(&output);
+        let (ci, co) = match step.tool_name.as_deref() {
+            Some(t) => (
+                Some(canonical_input_fp(t, &input_text)),
+                Some(canonical_output_fp(step.tool_success, &output_text)),
+            ),
+            None => (None, None),
+        };
+        Self {
+            fps: StepFingerprints {
+                raw,
+                canonical_input: ci,
+                canonical_output: co,
+            },
+            input,
+            output,
+            input_text,
+            output_text,
+        }
+    }
+}
+
+impl StepFingerprints {
+    pub fn compute(step: &Step, cfg: &DetectorConfig) -> Self {
+        Canonical::compute(step, cfg).fps
+    }
+}
+
+/// `sha256(tool_name || 0x00 || tool_input)`; an omitted input hashes as `sha256(name || 0x00)`.
+pub fn keelwave_raw(tool_name: &str, tool_input: Option<&str>) -> Fp {
+    let mut h = Sha256::new();
+    h.update(tool_name.as_bytes());
+    h.update([0u8]);
+    if let Some(input) = tool_input {
+        h.update(input.as_bytes());
+    }
+    h.finalize().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Vectors from keelwave's wire contract (server formula over httpx-serialised bytes).
+    #[test]
+    fn keelwave_server_vectors() {
+        let cases = [
+            (
+                "web_search",
+                Some(r#"{"q":"keelwave"}"#),
+                "4f7c82ef6cf35555fcf58350e7d571fb609ea283aeba537b8a890386bd201f23",
+            ),
+            (
+                "web_search",
+                Some(r#"{"q":"keelwave","limit":5}"#),
+                "360e2b692d686bc778140f529f279b3bc577e92897f2f3e751a9401690d697d5",
+            ),
+            (
+                "web_search",
+                Some(r#"{"limit":5,"q":"keelwave"}"#),
+                "e4f39d80694868439d3bcaae439f50e8b8b99aa0f8096dd9d000817cfc09af0d",
+            ),
+            (
+                "search",
+                Some("{\"q\":\"caf\u{e9}\"}"),
+                "342899b6267516f87e92bde0b99a7322c8d78716931c1561034b5073f8e93881",
+            ),
+            (
+                "get_quota",
+                Some("{}"),
+                "b1242d11109b1c072a3ee6af7661e03c47e18df7d05d496809b5d02f5ffb25c3",
+            ),
+            (
+                "web_search",
+                None,
+                "37dae15233f41c2974e656fe0ffacb5398ad9a69cacdde6c200d352f4b8c87a5",
+            ),
+        ];
+        for (name, input, want) in cases {
+            assert_eq!(
+                hex::encode(keelwave_raw(name, input)),
+                want,
+                "{name} {input:?}"
+            );
+        }
+    }
+
+    fn canon(json: &str) -> String {
+        let v: Value = serde_json::from_str(json).unwrap();
+        let vol = Volatility::new(&FingerprintConfig::default(), &[]);
+        canonical_string(&vol.normalize(&v))
+    }
+
+    #[test]
+    fn canonical_form_sorts_keys_and_numbers() {
+        assert_eq!(
+            canon(r#"{"b":1.0,"a":{"y":[1e2,2.5],"x":"s"}}"#),
+            r#"{"a":{"x":"s","y":[100,2.5]},"b":1}"#
+        );
+        assert_eq!(
+            canon(r#"{"q":"caf\u00e9"}"#),
+            canon("{\"q\":\"caf\u{e9}\"}")
+        );
+    }
+
+    #[test]
+    fn volatile_keys_and_values_are_removed_at_every_depth() {
+        let a = canon(
+            r#"{"q":"x","meta":{"requestId":"abc","sentAt":"2024-01-01T00:00:00Z"},"trace_id":"9f8e7d6c5b4a39281706f5e4d3c2b1a0"}"#,
+        );
+        let b = canon(r#"{"meta":{"Request-Id":"zzz"},"q":"x"}"#);
+        assert_eq!(a, b);
+        // `format` and `chat` end in `at` but are not `_at`/`At` suffixes.
+        assert!(canon(r#"{"format":"csv","chat":"hi"}"#).contains("format"));
+        assert_eq!(
+            canon(r#"{"msg":"job 3f2b1c9e-1a2b-4c3d-8e9f-0123456789ab queued"}"#),
+            r#"{"msg":"job <uuid> queued"}"#
+        );
+    }
+}

@@ -1,0 +1,412 @@
+//! The detection engine: pure and deterministic.
+//!
+//! `(state, event) -> (state, output events)`. No I/O, no clocks: time comes only from event
+//! `ts`, and the idle-timeout watermark is the maximum event time seen *in this partition*, so
+//! `eddy replay --partitions N` and `eddy run` over N partitions reach identical verdicts.
+//! One [`PartitionEngine`] per input partition owns the state of every run keyed to it.
+pub mod config;
+pub mod detectors;
+pub mod fingerprint;
+pub mod run;
+pub mod seen;
+pub mod text;
+
+use crate::contract::input::format_ts;
+use crate::contract::output::event_id;
+use crate::contract::{Event, OutputEvent, RunKey, RunTerminated, Signal, Step};
+pub use config::EngineConfig;
+pub use fingerprint::{Canonical, StepFingerprints};
+pub use run::RunState;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+/// What happened to one input event; the sink stage uses it to build rows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// A step that was new to its run.
+    Step(StepFingerprints),
+    /// A step whose (project_id, run_id, step_index) was already seen: ignored by detectors.
+    Redelivery(StepFingerprints),
+    /// A lifecycle event (run_started / run_finished) that was applied.
+    Lifecycle,
+    /// An event for a run that already terminated (late, or redelivered after the end).
+    AfterEnd,
+}
+
+/// Partition-level state that is not per run. Persisted with the run snapshots.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PartitionMeta {
+    pub watermark_ms: Option<i64>,
+    /// Recently ended runs, oldest first, so a redelivered or late event cannot reopen them and
+    /// publish a second `run_terminated`. Bounded by `EngineConfig::ended_runs_remembered`.
+    /// Persisted as one changelog marker per run, not inside the meta record.
+    #[serde(skip)]
+    pub ended: VecDeque<RunKey>,
+}
+
+pub struct PartitionEngine {
+    cfg: Arc<EngineConfig>,
+    runs: HashMap<RunKey, RunState>,
+    /// (last event ts, run) for the idle-timeout sweep, so a sweep costs O(expired) not O(runs).
+    idle: BTreeSet<(i64, RunKey)>,
+    meta: PartitionMeta,
+    ended_set: HashSet<RunKey>,
+    /// Runs changed since the last `take_dirty` (for the changelog); `None` state = ended.
+    dirty: HashSet<RunKey>,
+    /// Ended runs that fell out of the remembered window since the last `take_changes`.
+    forgotten: Vec<RunKey>,
+    findings: Vec<detectors::Finding>,
+    /// Detector configuration per (project, agent) with overrides applied; a cache only (not
+    /// persisted), rebuilt on demand from the immutable config.
+    resolved: HashMap<(String, Option<String>), Arc<detectors::DetectorConfig>>,
+}
+
+/// One changelog change.
+#[derive(Debug)]
+pub enum Change<'a> {
+    Upsert(RunKey, &'a RunState),
+    /// The run ended: remember it (so late events cannot reopen it) until it is forgotten.
+    Ended(RunKey),
+    /// The run fell out of the remembered window: its changelog record can be deleted.
+    Forget(RunKey),
+}
+
+impl PartitionEngine {
+    pub fn new(cfg: Arc<EngineConfig>) -> Self {
+        Self {
+            cfg,
+            runs: HashMap::new(),
+            idle: BTreeSet::new(),
+            meta: PartitionMeta::default(),
+            ended_set: HashSet::new(),
+            dirty: HashSet::new(),
+            forgotten: Vec::new(),
+            findings: Vec::new(),
+            resolved: HashMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    pub fn open_runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    pub fn watermark_ms(&self) -> Option<i64> {
+        self.meta.watermark_ms
+    }
+
+    /// Apply one event, appending the output events it causes to `out` in a deterministic order.
+    pub fn apply(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) -> Outcome {
+        let key = ev.key();
+        let outcome = if self.ended_set.contains(key) {
+            Outcome::AfterEnd
+        } else {
+            self.apply_to_run(ev, out)
+        };
+        self.advance_watermark(ev.ts_ms(), out);
+        outcome
+    }
+
+    fn apply_to_run(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) -> Outcome {
+        let key = ev.key();
+        let ts = ev.ts_ms();
+        let state = match self.runs.get_mut(key) {
+            Some(s) => {
+                self.idle.remove(&(s.last_ts, key.clone()));
+                s
+            }
+            None => self
+                .runs
+                .entry(key.clone())
+                .or_insert_with(|| RunState::new(ts)),
+        };
+        state.touch(ts);
+        self.idle.insert((state.last_ts, key.clone()));
+        self.dirty.insert(key.clone());
+        match ev {
+            Event::RunStarted(e) => {
+                state.on_started(e);
+                Outcome::Lifecycle
+            }
+            Event::Step(step) => {
+                let dcfg = resolve(
+                    &mut self.resolved,
+                    &self.cfg,
+                    &key.project_id,
+                    state.agent_name.as_deref().or(step.agent.as_deref()),
+                );
+                let canon = Canonical::compute(step, &dcfg);
+                if !state.seen.insert(step.step_index) {
+                    state.redeliveries += 1;
+                    return Outcome::Redelivery(canon.fps);
+                }
+                state.on_step(step);
+                self.findings.clear();
+                state
+                    .detectors
+                    .on_step(&dcfg, step, &canon, &mut self.findings);
+                for f in self.findings.drain(..) {
+                    let sig = build_signal(key, state, step, f);
+                    out.push(OutputEvent::signal(sig));
+                }
+                Outcome::Step(canon.fps)
+            }
+            Event::RunFinished(e) => {
+                let state = self.runs.remove(key).expect("run state inserted above");
+                self.idle.remove(&(state.last_ts, key.clone()));
+                out.push(OutputEvent::RunTerminated(terminated(
+                    key,
+                    &state,
+                    run::End::Finished(e),
+                )));
+                self.mark_ended(key.clone());
+                Outcome::Lifecycle
+            }
+        }
+    }
+
+    fn advance_watermark(&mut self, ts: i64, out: &mut Vec<OutputEvent>) {
+        let wm = match self.meta.watermark_ms {
+            Some(w) if w >= ts => return,
+            _ => ts,
+        };
+        self.meta.watermark_ms = Some(wm);
+        let timeout = self.cfg.idle_timeout_ms;
+        if timeout <= 0 {
+            return;
+        }
+        // Expire in (last_ts, key) order: deterministic for a given event sequence.
+        while let Some((last_ts, _)) = self.idle.first() {
+            if last_ts.saturating_add(timeout) >= wm {
+                break;
+            }
+            let Some((last_ts, key)) = self.idle.pop_first() else {
+                break;
+            };
+            if let Some(state) = self.runs.remove(&key) {
+                out.push(OutputEvent::RunTerminated(terminated(
+                    &key,
+                    &state,
+                    run::End::Idle {
+                        at_ms: last_ts.saturating_add(timeout),
+                    },
+                )));
+                self.mark_ended(key);
+            }
+        }
+    }
+
+    fn mark_ended(&mut self, key: RunKey) {
+        self.dirty.insert(key.clone());
+        if self.ended_set.insert(key.clone()) {
+            self.meta.ended.push_back(key);
+        }
+        while self.meta.ended.len() > self.cfg.ended_runs_remembered {
+            if let Some(old) = self.meta.ended.pop_front() {
+                self.ended_set.remove(&old);
+                self.dirty.remove(&old);
+                self.forgotten.push(old);
+            }
+        }
+    }
+
+    /// Changes since the last call, for the changelog: at most one per run per flush, however
+    /// many events it saw, in a deterministic order.
+    pub fn take_changes(&mut self) -> Vec<Change<'_>> {
+        let mut keys: Vec<RunKey> = self.dirty.drain().collect();
+        keys.sort();
+        let mut out: Vec<Change<'_>> = keys
+            .into_iter()
+            .map(|k| match self.runs.get(&k) {
+                Some(s) => Change::Upsert(k, s),
+                None => Change::Ended(k),
+            })
+            .collect();
+        out.extend(self.forgotten.drain(..).map(Change::Forget));
+        out
+    }
+
+    pub fn meta(&self) -> &PartitionMeta {
+        &self.meta
+    }
+
+    /// Rebuild from a snapshot (changelog restore). `ended` is oldest first.
+    pub fn restore(
+        &mut self,
+        meta: PartitionMeta,
+        runs: impl IntoIterator<Item = (RunKey, RunState)>,
+        ended: impl IntoIterator<Item = RunKey>,
+    ) {
+        self.runs.clear();
+        self.idle.clear();
+        self.dirty.clear();
+        self.forgotten.clear();
+        self.meta = meta;
+        self.meta.ended = ended.into_iter().collect();
+        self.ended_set = self.meta.ended.iter().cloned().collect();
+        for (k, s) in runs {
+            if self.ended_set.contains(&k) {
+                continue;
+            }
+            self.idle.insert((s.last_ts, k.clone()));
+            self.runs.insert(k, s);
+        }
+    }
+}
+
+/// The run's detector configuration: the engine's, with project/agent overrides merged. An
+/// override that does not deserialise falls back to the engine's configuration (call
+/// `DetectorConfig::validate` at start-up to reject it instead).
+fn resolve(
+    cache: &mut HashMap<(String, Option<String>), Arc<detectors::DetectorConfig>>,
+    cfg: &EngineConfig,
+    project: &str,
+    agent: Option<&str>,
+) -> Arc<detectors::DetectorConfig> {
+    let k = if cfg.detectors.overrides.is_empty() {
+        (String::new(), None)
+    } else {
+        (project.to_string(), agent.map(str::to_string))
+    };
+    if let Some(c) = cache.get(&k) {
+        return c.clone();
+    }
+    if cache.len() >= 4096 {
+        cache.clear();
+    }
+    let c = Arc::new(
+        cfg.detectors
+            .resolve(project, agent)
+            .unwrap_or_else(|_| cfg.detectors.clone()),
+    );
+    cache.insert(k, c.clone());
+    c
+}
+
+fn build_signal(key: &RunKey, state: &mut RunState, step: &Step, f: detectors::Finding) -> Signal {
+    state.signals += 1;
+    if f.severity.is_caught() {
+        if !state.loop_detected {
+            state.loop_detected = true;
+            state.loop_caught_step_index = Some(step.step_index);
+        }
+        // Where the repetition began, as told by the finding that first caught it. Later
+        // findings (wider windows, corroborating detectors) must not move it.
+        state.loop_step_index.get_or_insert(f.first_step_index);
+    }
+    if let Some(reason) = f.stop_reason {
+        state.inferred_reason.get_or_insert(reason);
+    }
+    let step_str = step.step_index.to_string();
+    Signal {
+        event_id: event_id(&[
+            &key.project_id,
+            &key.run_id,
+            "signal",
+            f.detector,
+            &f.fingerprint,
+            f.severity.as_str(),
+            &step_str,
+        ]),
+        project_id: key.project_id.clone(),
+        run_id: key.run_id.clone(),
+        agent_name: state.agent_name.clone(),
+        step_index: step.step_index,
+        ts: format_ts(step.ts_ms),
+        detector: f.detector.to_string(),
+        severity: f.severity,
+        pattern: f.pattern,
+        fingerprint: f.fingerprint,
+        hits: f.hits,
+        step_indices: f.step_indices,
+        first_step_index: f.first_step_index,
+        evidence: f.evidence,
+    }
+}
+
+fn terminated(key: &RunKey, state: &RunState, end: run::End<'_>) -> RunTerminated {
+    let (status, reason, reported, end_ms) = state.verdict(&end);
+    RunTerminated {
+        event_id: event_id(&[&key.project_id, &key.run_id, "run_terminated"]),
+        project_id: key.project_id.clone(),
+        run_id: key.run_id.clone(),
+        agent_name: state.agent_name.clone(),
+        ts: format_ts(end_ms),
+        started_at: format_ts(state.started_ms()),
+        status: status.to_string(),
+        termination_reason: reason.as_str().to_string(),
+        termination_reason_reported: reported,
+        loop_detected: state.loop_detected,
+        loop_step_index: state.loop_step_index,
+        loop_caught_step_index: state.loop_caught_step_index,
+        reported_loop_detected: None,
+        signals: state.signals,
+        redeliveries: state.redeliveries,
+        totals: state.totals(end_ms),
+    }
+}
+
+/// Partition a run id exactly as Kafka's default (Java) partitioner does for a keyed record:
+/// murmur2 of the key bytes, positive, modulo the partition count. Producers of the input topic
+/// are expected to use it (librdkafka: `partitioner=murmur2_random`).
+pub fn partition_for(run_id: &str, partitions: u32) -> u32 {
+    if partitions <= 1 {
+        return 0;
+    }
+    (murmur2(run_id.as_bytes()) & 0x7fff_ffff) % partitions
+}
+
+fn murmur2(data: &[u8]) -> u32 {
+    const SEED: u32 = 0x9747_b28c;
+    const M: u32 = 0x5bd1_e995;
+    const R: u32 = 24;
+    let len = data.len();
+    let mut h: u32 = SEED ^ (len as u32);
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> R;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let rem = chunks.remainder();
+    if rem.len() >= 3 {
+        h ^= u32::from(rem[2]) << 16;
+    }
+    if rem.len() >= 2 {
+        h ^= u32::from(rem[1]) << 8;
+    }
+    if !rem.is_empty() {
+        h ^= u32::from(rem[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn murmur2_matches_kafka_java_partitioner() {
+        // Reference values from Kafka's own Utils.murmur2 test vectors.
+        assert_eq!(murmur2(b"21") as i32, -973932308);
+        assert_eq!(murmur2(b"foobar") as i32, -790332482);
+        assert_eq!(murmur2(b"a-little-bit-long-string") as i32, -985981536);
+        assert_eq!(murmur2(b"a-little-bit-longer-string") as i32, -1486304829);
+        assert_eq!(
+            murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") as i32,
+            -58897971
+        );
+        assert_eq!(murmur2(b"abc") as i32, 479470107);
+    }
+}

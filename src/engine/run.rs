@@ -1,0 +1,122 @@
+//! Per-run state and the run's final verdict.
+use super::detectors::RunDetectors;
+use super::seen::SeenSteps;
+use crate::contract::input::{RunFinished, RunStarted, RunStatus, TerminationReason};
+use crate::contract::{Step, Totals};
+use serde::{Deserialize, Serialize};
+
+/// Everything eddy remembers about one open run. Serialisable: it is what the changelog stores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    pub agent_name: Option<String>,
+    pub started_ms: Option<i64>,
+    pub first_ms: i64,
+    pub last_ts: i64,
+    pub seen: SeenSteps,
+    pub steps: u64,
+    pub tool_calls: u64,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub signals: u32,
+    pub redeliveries: u64,
+    pub loop_detected: bool,
+    pub loop_step_index: Option<u64>,
+    pub loop_caught_step_index: Option<u64>,
+    /// What a stop (e.g. a budget) implies when the run reports no reason itself.
+    pub inferred_reason: Option<TerminationReason>,
+    pub detectors: RunDetectors,
+}
+
+pub enum End<'a> {
+    Finished(&'a RunFinished),
+    Idle { at_ms: i64 },
+}
+
+impl RunState {
+    pub fn new(ts: i64) -> Self {
+        Self {
+            agent_name: None,
+            started_ms: None,
+            first_ms: ts,
+            last_ts: ts,
+            seen: SeenSteps::default(),
+            steps: 0,
+            tool_calls: 0,
+            tokens: 0,
+            cost_usd: 0.0,
+            signals: 0,
+            redeliveries: 0,
+            loop_detected: false,
+            loop_step_index: None,
+            loop_caught_step_index: None,
+            inferred_reason: None,
+            detectors: RunDetectors::default(),
+        }
+    }
+
+    pub fn touch(&mut self, ts: i64) {
+        // Event time may go backwards inside a run (clock skew between agent hosts); keep max.
+        self.last_ts = self.last_ts.max(ts);
+        self.first_ms = self.first_ms.min(ts);
+    }
+
+    pub fn on_started(&mut self, e: &RunStarted) {
+        self.agent_name = Some(e.agent_name.clone());
+        self.started_ms = Some(e.ts_ms);
+    }
+
+    pub fn on_step(&mut self, s: &Step) {
+        self.steps += 1;
+        if s.tool_name.is_some() {
+            self.tool_calls += 1;
+        }
+        self.tokens = self.tokens.saturating_add(s.tokens.unwrap_or(0));
+        self.cost_usd += s.cost_usd.unwrap_or(0.0);
+        if self.agent_name.is_none() {
+            // A run_started may be missing; the step's agent is the best name we have.
+            self.agent_name = s.agent.clone();
+        }
+    }
+
+    pub fn started_ms(&self) -> i64 {
+        self.started_ms.unwrap_or(self.first_ms)
+    }
+
+    pub fn totals(&self, end_ms: i64) -> Totals {
+        Totals {
+            steps: self.steps,
+            tool_calls: self.tool_calls,
+            tokens: self.tokens,
+            cost_usd: self.cost_usd,
+            duration_ms: end_ms.saturating_sub(self.started_ms()).max(0),
+        }
+    }
+
+    /// (status, termination_reason, reason_was_reported, end time).
+    pub fn verdict(&self, end: &End<'_>) -> (&'static str, TerminationReason, bool, i64) {
+        match end {
+            End::Finished(f) => {
+                let status = match f.status {
+                    RunStatus::Completed => "completed",
+                    RunStatus::Failed => "failed",
+                };
+                match f.termination_reason {
+                    Some(r) => (status, r, true, f.ts_ms),
+                    None => {
+                        let inferred = self.inferred_reason.unwrap_or(match f.status {
+                            RunStatus::Completed => TerminationReason::Clean,
+                            RunStatus::Failed => TerminationReason::Error,
+                        });
+                        (status, inferred, false, f.ts_ms)
+                    }
+                }
+            }
+            End::Idle { at_ms } => (
+                "abandoned",
+                self.inferred_reason.unwrap_or(TerminationReason::Timeout),
+                false,
+                *at_ms,
+            ),
+        }
+    }
+}

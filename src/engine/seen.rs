@@ -1,0 +1,87 @@
+//! The set of step indices a run has seen, as sorted disjoint ranges: a run of ten million
+//! contiguous steps costs one range, not ten million entries.
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeenSteps {
+    /// Sorted, non-overlapping, non-adjacent half-open ranges `[start, end)`.
+    ranges: Vec<(u64, u64)>,
+}
+
+impl SeenSteps {
+    /// Insert `i`; returns false when it was already present (a redelivery).
+    pub fn insert(&mut self, i: u64) -> bool {
+        // Fast path: the next step in order extends the last range.
+        if let Some(last) = self.ranges.last_mut() {
+            if last.1 == i {
+                last.1 = i.saturating_add(1);
+                return true;
+            }
+        }
+        let pos = self.ranges.partition_point(|&(_, end)| end < i);
+        if let Some(&(start, end)) = self.ranges.get(pos) {
+            if start <= i && i < end {
+                return false;
+            }
+        }
+        let end = i.saturating_add(1);
+        let merge_left = pos < self.ranges.len() && self.ranges[pos].1 == i;
+        let merge_right_idx = if merge_left { pos + 1 } else { pos };
+        let merge_right =
+            merge_right_idx < self.ranges.len() && self.ranges[merge_right_idx].0 == end;
+        match (merge_left, merge_right) {
+            (true, true) => {
+                self.ranges[pos].1 = self.ranges[pos + 1].1;
+                self.ranges.remove(pos + 1);
+            }
+            (true, false) => self.ranges[pos].1 = end,
+            (false, true) => self.ranges[merge_right_idx].0 = i,
+            (false, false) => self.ranges.insert(pos, (i, end)),
+        }
+        true
+    }
+
+    pub fn contains(&self, i: u64) -> bool {
+        let pos = self.ranges.partition_point(|&(_, end)| end <= i);
+        self.ranges.get(pos).is_some_and(|&(s, e)| s <= i && i < e)
+    }
+
+    pub fn range_count(&self) -> usize {
+        self.ranges.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    proptest! {
+        #[test]
+        fn behaves_like_a_set(xs in proptest::collection::vec(0u64..64, 0..200)) {
+            let mut s = SeenSteps::default();
+            let mut model = BTreeSet::new();
+            for x in xs {
+                prop_assert_eq!(s.insert(x), model.insert(x));
+            }
+            for x in 0..64 {
+                prop_assert_eq!(s.contains(x), model.contains(&x));
+            }
+            // Ranges stay canonical: sorted, disjoint, non-adjacent.
+            for w in s.ranges.windows(2) {
+                prop_assert!(w[0].1 < w[1].0);
+            }
+        }
+    }
+
+    #[test]
+    fn contiguous_steps_are_one_range() {
+        let mut s = SeenSteps::default();
+        for i in 0..10_000 {
+            assert!(s.insert(i));
+        }
+        assert_eq!(s.range_count(), 1);
+        assert!(!s.insert(5_000));
+    }
+}

@@ -1,0 +1,394 @@
+//! Text utilities shared by the fingerprints and the detectors: volatile-value normalisation,
+//! word-level tokens, phrase matching and a deterministic MinHash.
+//!
+//! Everything here is a pure function of its input (no random seeds, no process-dependent
+//! hashers) because fingerprints and MinHash signatures are persisted in the changelog and must
+//! compare equal after a restore on another machine or Rust version.
+use sha2::{Digest, Sha256};
+
+/// Replace values that differ on every call although they mean nothing for the operation:
+/// UUIDs, ISO-8601 date-times, wall-clock times, long hex ids, epoch timestamps and measured
+/// durations (`0.532s`). Works on whole strings and on tokens embedded in prose alike.
+pub fn normalize_volatile(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    let mut last = 0;
+    while i < b.len() {
+        // Only start a match at a token boundary, so `abc123...` inside a word is left alone.
+        let at_boundary = i == 0 || !b[i - 1].is_ascii_alphanumeric();
+        if at_boundary && b[i].is_ascii_alphanumeric() {
+            if let Some((len, repl)) = match_volatile(&b[i..]) {
+                out.push_str(&s[last..i]);
+                out.push_str(repl);
+                i += len;
+                last = i;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    if last == 0 {
+        return s.to_string();
+    }
+    out.push_str(&s[last..]);
+    out
+}
+
+fn is_hex(c: u8) -> bool {
+    c.is_ascii_hexdigit()
+}
+
+fn digits(b: &[u8], n: usize) -> bool {
+    b.len() >= n && b[..n].iter().all(u8::is_ascii_digit)
+}
+
+fn ends_token(b: &[u8], at: usize) -> bool {
+    b.get(at).is_none_or(|c| !c.is_ascii_alphanumeric())
+}
+
+fn match_volatile(b: &[u8]) -> Option<(usize, &'static str)> {
+    // UUID 8-4-4-4-12.
+    if b.len() >= 36 {
+        let groups = [8usize, 4, 4, 4, 12];
+        let mut p = 0;
+        let mut ok = true;
+        for (gi, g) in groups.iter().enumerate() {
+            if !b[p..p + g].iter().all(|c| is_hex(*c)) {
+                ok = false;
+                break;
+            }
+            p += g;
+            if gi < 4 {
+                if b[p] != b'-' {
+                    ok = false;
+                    break;
+                }
+                p += 1;
+            }
+        }
+        if ok && ends_token(b, 36) {
+            return Some((36, "<uuid>"));
+        }
+    }
+    // ISO-8601 date-time: YYYY-MM-DD[T ]HH:MM[:SS[.fff]][Z|±HH[:]MM]
+    if digits(b, 4)
+        && b.get(4) == Some(&b'-')
+        && digits(&b[5..], 2)
+        && b.get(7) == Some(&b'-')
+        && digits(&b[8..], 2)
+        && matches!(b.get(10), Some(b'T') | Some(b' ') | Some(b't'))
+        && b.len() >= 16
+        && digits(&b[11..], 2)
+        && b.get(13) == Some(&b':')
+        && digits(&b[14..], 2)
+    {
+        let mut p = 16;
+        p += time_tail(&b[p..]);
+        if b.get(p) == Some(&b'Z') || b.get(p) == Some(&b'z') {
+            p += 1;
+        } else if matches!(b.get(p), Some(b'+') | Some(b'-')) && digits(&b[p + 1..], 2) {
+            let mut q = p + 3;
+            if b.get(q) == Some(&b':') {
+                q += 1;
+            }
+            if digits(&b[q..], 2) {
+                p = q + 2;
+            }
+        }
+        return Some((p, "<ts>"));
+    }
+    // Wall-clock time HH:MM:SS[.fff] (log lines).
+    if digits(b, 2)
+        && b.get(2) == Some(&b':')
+        && digits(&b[3..], 2)
+        && b.get(5) == Some(&b':')
+        && digits(&b[6..], 2)
+    {
+        let mut p = 8;
+        if b.get(p) == Some(&b'.') && b.get(p + 1).is_some_and(u8::is_ascii_digit) {
+            p += 1;
+            while b.get(p).is_some_and(u8::is_ascii_digit) {
+                p += 1;
+            }
+        }
+        if ends_token(b, p) {
+            return Some((p, "<time>"));
+        }
+    }
+    // Hex run of 16+ with at least one digit and one letter (request ids, hashes, nonces).
+    let hex_len = b.iter().take_while(|c| is_hex(**c)).count();
+    if hex_len >= 16 && ends_token(b, hex_len) {
+        let run = &b[..hex_len];
+        if run.iter().any(u8::is_ascii_digit) && run.iter().any(u8::is_ascii_alphabetic) {
+            return Some((hex_len, "<hex>"));
+        }
+    }
+    let dig = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    // Epoch seconds or milliseconds (2001..2286): 10 or 13 digits starting with 1.
+    if (dig == 10 || dig == 13) && b[0] == b'1' && ends_token(b, dig) && b.get(dig) != Some(&b'.') {
+        return Some((dig, "<epoch>"));
+    }
+    // Measured durations with a fraction: `0.532s`, `12.5 ms`, `1.02sec`.
+    if dig >= 1 && b.get(dig) == Some(&b'.') {
+        let frac = b[dig + 1..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if frac >= 1 {
+            let mut p = dig + 1 + frac;
+            if b.get(p) == Some(&b' ') {
+                p += 1;
+            }
+            for unit in ["seconds", "secs", "sec", "ms", "s"] {
+                let u = unit.as_bytes();
+                if b.len() >= p + u.len()
+                    && b[p..p + u.len()].eq_ignore_ascii_case(u)
+                    && ends_token(b, p + u.len())
+                {
+                    return Some((p + u.len(), "<dur>"));
+                }
+            }
+        }
+    }
+    None
+}
+
+fn time_tail(b: &[u8]) -> usize {
+    let mut p = 0;
+    if b.first() == Some(&b':') && digits(&b[1..], 2) {
+        p = 3;
+        if b.get(p) == Some(&b'.') || b.get(p) == Some(&b',') {
+            let n = b[p + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if n > 0 {
+                p += 1 + n;
+            }
+        }
+    }
+    p
+}
+
+/// Word-level tokens: lowercased, split on whitespace and on punctuation that cannot be part of
+/// a word, keeping `.`, `_`, `-` and `/` *inside* a token. So `auth.py` stays one token and
+/// never reads as the word `auth`, and `"failed":0` yields `failed` only as a key, which failure
+/// classification never looks at (it reads error fields, not keys).
+pub fn words(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for raw in s.split(|c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                ',' | ';'
+                    | ':'
+                    | '('
+                    | ')'
+                    | '['
+                    | ']'
+                    | '{'
+                    | '}'
+                    | '<'
+                    | '>'
+                    | '"'
+                    | '\''
+                    | '`'
+                    | '='
+                    | '|'
+                    | '!'
+                    | '?'
+                    | '*'
+                    | '#'
+                    | '\\'
+                    | '&'
+                    | '+'
+                    | '~'
+                    | '^'
+                    | '$'
+                    | '%'
+                    | '@'
+            )
+    }) {
+        let t = raw.trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/'));
+        if !t.is_empty() {
+            out.push(t.to_lowercase());
+        }
+    }
+    out
+}
+
+/// Whether `phrase` occurs in `tokens` as a contiguous word sequence.
+pub fn has_phrase(tokens: &[String], phrase: &[&str]) -> bool {
+    if phrase.is_empty() || tokens.len() < phrase.len() {
+        return false;
+    }
+    tokens
+        .windows(phrase.len())
+        .any(|w| w.iter().zip(phrase).all(|(a, b)| a == b))
+}
+
+/// Whether the space-separated `phrase` occurs in `tokens` word by word.
+pub fn has_phrase_str(tokens: &[String], phrase: &str) -> bool {
+    let p = words(phrase);
+    let refs: Vec<&str> = p.iter().map(String::as_str).collect();
+    has_phrase(tokens, &refs)
+}
+
+/// 64-bit FNV-1a: stable across platforms and Rust versions (unlike `DefaultHasher`).
+pub fn fnv64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn mix(mut z: u64) -> u64 {
+    // splitmix64 finaliser: cheap, well-distributed permutation for the MinHash family.
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+pub const MINHASH_K: usize = 32;
+
+/// MinHash signature of a feature set. Empty sets get an all-`u32::MAX` signature, which
+/// compares equal only to another empty set.
+pub fn minhash<'a>(features: impl IntoIterator<Item = &'a str>) -> Vec<u32> {
+    let mut sig = vec![u32::MAX; MINHASH_K];
+    for f in features {
+        let base = fnv64(f.as_bytes());
+        for (k, slot) in sig.iter_mut().enumerate() {
+            let h = (mix(base ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> 32) as u32;
+            if h < *slot {
+                *slot = h;
+            }
+        }
+    }
+    sig
+}
+
+/// Estimated Jaccard similarity of two MinHash signatures.
+pub fn similarity(a: &[u32], b: &[u32]) -> f64 {
+    if a.is_empty() || a.len() != b.len() {
+        return 0.0;
+    }
+    let same = a.iter().zip(b).filter(|(x, y)| x == y).count();
+    same as f64 / a.len() as f64
+}
+
+const STOPWORDS: &[&str] = &[
+    "a", "an", "the", "of", "in", "on", "for", "to", "and", "or", "is", "are", "be", "with", "by",
+    "at", "from", "this", "that", "it", "as", "please", "me", "my", "i", "you", "we", "can",
+    "could", "would", "should", "what", "which", "about", "into", "current", "today", "now",
+    "again", "also", "just", "some", "any",
+];
+
+/// Light stemming so `files`/`file`, `searching`/`search` meet; deterministic and dependency-free.
+fn stem(w: &str) -> &str {
+    for suf in ["ing", "ed", "es", "s"] {
+        if w.len() > suf.len() + 3 && w.ends_with(suf) {
+            return &w[..w.len() - suf.len()];
+        }
+    }
+    w
+}
+
+/// Features for near-duplicate comparison of free text: content words (stopwords removed,
+/// stemmed) plus their adjacent pairs, so both vocabulary and some word order count.
+pub fn text_features(text: &str) -> Vec<String> {
+    let toks: Vec<String> = words(text)
+        .into_iter()
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .map(|w| stem(&w).to_string())
+        .collect();
+    let mut f: Vec<String> = toks.clone();
+    for w in toks.windows(2) {
+        f.push(format!("{} {}", w[0], w[1]));
+    }
+    f.sort();
+    f.dedup();
+    f
+}
+
+/// First 8 bytes of SHA-256 with a domain tag, as a compact state key.
+pub fn key64(domain: &str, parts: &[&[u8]]) -> u64 {
+    let mut h = Sha256::new();
+    h.update(domain.as_bytes());
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    let d = h.finalize();
+    u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+/// Collapse whitespace, lowercase and normalise volatile values: the comparison form of a
+/// message or error text.
+pub fn normalize_message(s: &str) -> String {
+    let v = normalize_volatile(s);
+    let mut out = String::with_capacity(v.len());
+    for w in v.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&w.to_lowercase());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volatile_values_are_normalised() {
+        assert_eq!(
+            normalize_volatile(
+                "req 3f2b1c9e-1a2b-4c3d-8e9f-0123456789ab at 2024-05-01T10:00:00.123Z"
+            ),
+            "req <uuid> at <ts>"
+        );
+        assert_eq!(
+            normalize_volatile("trace=4bf92f3577b34da6a3ce929d0e0e4736"),
+            "trace=<hex>"
+        );
+        assert_eq!(
+            normalize_volatile("Ran 3 tests in 0.532s"),
+            "Ran 3 tests in <dur>"
+        );
+        assert_eq!(normalize_volatile("[12:01:02] ready"), "[<time>] ready");
+        assert_eq!(
+            normalize_volatile("epoch 1767225600000 ok"),
+            "epoch <epoch> ok"
+        );
+        // Ordinary words, short numbers and dates stay.
+        assert_eq!(
+            normalize_volatile("page 2 of 2024-05-01, deadbeef"),
+            "page 2 of 2024-05-01, deadbeef"
+        );
+        assert_eq!(normalize_volatile("café"), "café");
+    }
+
+    #[test]
+    fn words_keep_file_names_whole() {
+        assert_eq!(
+            words("Opened lib/auth.py: 401."),
+            vec!["opened", "lib/auth.py", "401"]
+        );
+        assert!(!words("auth.py").contains(&"auth".to_string()));
+        assert!(has_phrase_str(
+            &words("Error: old text NOT found in file"),
+            "old text not found"
+        ));
+    }
+
+    #[test]
+    fn minhash_is_stable_and_estimates_overlap() {
+        let a = minhash(["x", "y", "z"].iter().copied());
+        let b = minhash(["z", "y", "x"].iter().copied());
+        assert_eq!(a, b);
+        let c = minhash(["p", "q", "r"].iter().copied());
+        assert!(similarity(&a, &c) < 0.3);
+        assert_eq!(fnv64(b"abc"), 0xe71f_a219_0541_574b);
+    }
+}

@@ -1,0 +1,16 @@
+//! eddy: catches AI agents stuck in loops, fleet-wide.
+//!
+//! The modules mirror the pipeline stages (see DESIGN.md):
+//! `source` (Kafka in) → `contract` (decode) → `engine` (pure detectors) →
+//! `emit` (signals, dead letters, changelog to Kafka) and `sink` (ClickHouse) →
+//! `worker` (per-partition ownership and the commit rule). `replay` runs the engine offline.
+pub mod config;
+pub mod contract;
+pub mod emit;
+pub mod engine;
+pub mod eval;
+pub mod replay;
+pub mod simulate;
+pub mod sink;
+pub mod source;
+pub mod worker;

@@ -1,0 +1,190 @@
+//! The `eddy` binary: the only place `anyhow` is used.
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use eddy::config::Config;
+use std::io::{BufReader, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "eddy",
+    version,
+    about = "Catches AI agents stuck in loops, fleet-wide"
+)]
+struct Cli {
+    /// TOML config file (also EDDY_CONFIG).
+    #[arg(long, global = true, env = "EDDY_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args, Default)]
+struct Common {
+    /// Kafka bootstrap servers (EDDY_KAFKA_BROKERS).
+    #[arg(long)]
+    kafka_brokers: Option<String>,
+    /// ClickHouse HTTP URL (EDDY_CLICKHOUSE_URL).
+    #[arg(long)]
+    clickhouse_url: Option<String>,
+    /// ClickHouse database (EDDY_CLICKHOUSE_DATABASE).
+    #[arg(long)]
+    clickhouse_database: Option<String>,
+    /// Input topic (EDDY_INPUT_TOPIC).
+    #[arg(long)]
+    input_topic: Option<String>,
+    /// Output topic (EDDY_OUTPUT_TOPIC).
+    #[arg(long)]
+    output_topic: Option<String>,
+    /// Consumer group id (EDDY_GROUP_ID).
+    #[arg(long)]
+    group_id: Option<String>,
+}
+
+impl Common {
+    fn overrides(&self) -> Vec<(&'static str, String)> {
+        let mut v = Vec::new();
+        let pairs = [
+            ("kafka_brokers", &self.kafka_brokers),
+            ("clickhouse_url", &self.clickhouse_url),
+            ("clickhouse_database", &self.clickhouse_database),
+            ("input_topic", &self.input_topic),
+            ("output_topic", &self.output_topic),
+            ("group_id", &self.group_id),
+        ];
+        for (k, val) in pairs {
+            if let Some(x) = val {
+                v.push((k, x.clone()));
+            }
+        }
+        v
+    }
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the worker: consume steps, detect loops, publish signals, sink to ClickHouse.
+    Run {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run the detectors over JSONL v1 events (FILE or - for stdin); print output events.
+    Replay {
+        file: String,
+        /// Hash runs to this many partitions, as the producer does (idle timeouts agree).
+        #[arg(long, default_value_t = 1)]
+        partitions: u32,
+        /// Print a per-run summary table on stderr.
+        #[arg(long)]
+        summary: bool,
+    },
+    /// Apply ClickHouse migrations and exit.
+    Migrate {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Generate a simulated fleet of agent runs (JSONL file or Kafka topic).
+    Simulate(eddy::simulate::SimulateArgs),
+    /// Score the detectors on a labeled corpus (see tests/corpus/README.md).
+    Eval { dir: PathBuf },
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    init_tracing();
+    match cli.cmd {
+        Cmd::Replay {
+            file,
+            partitions,
+            summary,
+        } => replay(cli.config.as_deref(), &file, partitions, summary),
+        Cmd::Run { common } => {
+            let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
+            runtime()?.block_on(async {
+                eddy::worker::run(cfg, eddy::worker::shutdown_on_signal()).await
+            })?;
+            Ok(())
+        }
+        Cmd::Migrate { common } => {
+            let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
+            runtime()?.block_on(async {
+                let sink = eddy::sink::ClickHouseSink::connect(&cfg).await?;
+                let applied = sink.migrate().await?;
+                eprintln!("migrations applied: {applied:?}");
+                Ok::<_, anyhow::Error>(())
+            })
+        }
+        Cmd::Eval { dir } => {
+            let cfg = Config::load(cli.config.as_deref(), &[])?;
+            let report = eddy::eval::evaluate(&dir, Arc::new(cfg.engine))?;
+            report.print(&mut std::io::stdout())?;
+            Ok(())
+        }
+        Cmd::Simulate(args) => {
+            let cfg = Config::load(cli.config.as_deref(), &[])?;
+            runtime()?.block_on(eddy::simulate::run(args, &cfg))?;
+            Ok(())
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("EDDY_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let json = std::env::var("EDDY_LOG_FORMAT").is_ok_and(|v| v == "json");
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn replay(
+    config: Option<&std::path::Path>,
+    file: &str,
+    partitions: u32,
+    summary: bool,
+) -> Result<()> {
+    let cfg = Config::load(config, &[])?;
+    let input: Box<dyn std::io::BufRead> = if file == "-" {
+        Box::new(BufReader::new(std::io::stdin().lock()))
+    } else {
+        let f = std::fs::File::open(file).with_context(|| format!("cannot open {file}"))?;
+        Box::new(BufReader::with_capacity(1 << 20, f))
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut table = eddy::replay::SummaryTable::default();
+    let stats = eddy::replay::replay(
+        input,
+        Arc::new(cfg.engine),
+        partitions,
+        |o| {
+            if summary {
+                table.add(o);
+            }
+            eddy::replay::write_jsonl(&mut out, o)
+        },
+        |line, why| eprintln!("line {line}: skipped: {why}"),
+    )?;
+    out.flush()?;
+    if summary {
+        table.print(&mut std::io::stderr())?;
+    }
+    eprintln!(
+        "replayed {} events ({} malformed lines skipped), {} output events",
+        stats.events, stats.malformed, stats.outputs
+    );
+    Ok(())
+}

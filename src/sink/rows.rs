@@ -1,0 +1,203 @@
+//! Row encoders: one struct per table, field order = column order (RowBinary is positional).
+use crate::contract::{OutputEvent, RunTerminated, Signal, Step};
+use crate::engine::StepFingerprints;
+use clickhouse::Row;
+use serde::{Deserialize, Serialize};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+const ZERO_FP: [u8; 32] = [0; 32];
+
+/// Where a row came from: its source partition and offset (the ReplacingMergeTree version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source {
+    pub partition: i32,
+    pub offset: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
+pub struct StepRow {
+    pub project_id: String,
+    pub run_id: String,
+    pub step_index: u64,
+    pub ts: u32,
+    pub ts_ms: i64,
+    pub step_type: String,
+    pub agent: String,
+    pub caller: String,
+    pub tool_name: String,
+    pub raw_fp: [u8; 32],
+    pub has_raw_fp: u8,
+    pub canonical_input_fp: [u8; 32],
+    pub canonical_output_fp: [u8; 32],
+    pub tool_success: i8,
+    pub tool_latency_ms: f64,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub tokens_in_context: u64,
+    pub content_len: u32,
+    pub src_partition: i32,
+    pub src_offset: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
+pub struct SignalRow {
+    pub event_id: String,
+    pub kind: String,
+    pub project_id: String,
+    pub run_id: String,
+    pub agent_name: String,
+    pub step_index: u64,
+    pub ts: u32,
+    pub ts_ms: i64,
+    pub detector: String,
+    pub severity: String,
+    pub pattern: String,
+    pub fingerprint: String,
+    pub hits: u32,
+    pub step_indices: Vec<u64>,
+    pub first_step_index: u64,
+    pub evidence: String,
+    pub src_partition: i32,
+    pub src_offset: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
+pub struct RunRow {
+    pub project_id: String,
+    pub run_id: String,
+    pub event_id: String,
+    pub agent_name: String,
+    pub started_at: u32,
+    pub ended_at: u32,
+    pub ended_ms: i64,
+    pub status: String,
+    pub termination_reason: String,
+    pub termination_reason_reported: u8,
+    pub loop_detected: u8,
+    pub has_loop_step_index: u8,
+    pub loop_step_index: u64,
+    pub loop_caught_step_index: u64,
+    pub signals: u32,
+    pub redeliveries: u64,
+    pub steps: u64,
+    pub tool_calls: u64,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub duration_ms: i64,
+    pub src_partition: i32,
+    pub src_offset: i64,
+}
+
+/// DateTime column value: seconds, clamped to its UInt32 range.
+fn secs(ms: i64) -> u32 {
+    u32::try_from(ms.div_euclid(1000).clamp(0, i64::from(u32::MAX))).unwrap_or(0)
+}
+
+fn ms_of(rfc3339: &str) -> i64 {
+    OffsetDateTime::parse(rfc3339, &Rfc3339)
+        .map(|d| i64::try_from(d.unix_timestamp_nanos() / 1_000_000).unwrap_or(0))
+        .unwrap_or(0)
+}
+
+impl StepRow {
+    pub fn new(step: &Step, fps: &StepFingerprints, src: Source) -> Self {
+        Self {
+            project_id: step.key.project_id.clone(),
+            run_id: step.key.run_id.clone(),
+            step_index: step.step_index,
+            ts: secs(step.ts_ms),
+            ts_ms: step.ts_ms,
+            step_type: step.step_type.clone(),
+            agent: step.agent.clone().unwrap_or_default(),
+            caller: step.caller.clone().unwrap_or_default(),
+            tool_name: step.tool_name.clone().unwrap_or_default(),
+            raw_fp: fps.raw.unwrap_or(ZERO_FP),
+            has_raw_fp: u8::from(fps.raw.is_some()),
+            canonical_input_fp: fps.canonical_input.unwrap_or(ZERO_FP),
+            canonical_output_fp: fps.canonical_output.unwrap_or(ZERO_FP),
+            tool_success: match step.tool_success {
+                Some(true) => 1,
+                Some(false) => 0,
+                None => -1,
+            },
+            tool_latency_ms: step.tool_latency_ms.unwrap_or(0.0),
+            tokens: step.tokens.unwrap_or(0),
+            cost_usd: step.cost_usd.unwrap_or(0.0),
+            tokens_in_context: step.tokens_in_context.unwrap_or(0),
+            content_len: step
+                .content
+                .as_ref()
+                .map_or(0, |c| u32::try_from(c.len()).unwrap_or(u32::MAX)),
+            src_partition: src.partition,
+            src_offset: src.offset,
+        }
+    }
+}
+
+impl SignalRow {
+    pub fn new(kind: &str, s: &Signal, src: Source) -> Self {
+        let ts_ms = ms_of(&s.ts);
+        Self {
+            event_id: s.event_id.clone(),
+            kind: kind.to_string(),
+            project_id: s.project_id.clone(),
+            run_id: s.run_id.clone(),
+            agent_name: s.agent_name.clone().unwrap_or_default(),
+            step_index: s.step_index,
+            ts: secs(ts_ms),
+            ts_ms,
+            detector: s.detector.clone(),
+            severity: s.severity.as_str().to_string(),
+            pattern: s.pattern.clone(),
+            fingerprint: s.fingerprint.clone(),
+            hits: s.hits,
+            step_indices: s.step_indices.clone(),
+            first_step_index: s.first_step_index,
+            evidence: s.evidence.to_string(),
+            src_partition: src.partition,
+            src_offset: src.offset,
+        }
+    }
+}
+
+impl RunRow {
+    pub fn new(t: &RunTerminated, src: Source) -> Self {
+        let ended_ms = ms_of(&t.ts);
+        Self {
+            project_id: t.project_id.clone(),
+            run_id: t.run_id.clone(),
+            event_id: t.event_id.clone(),
+            agent_name: t.agent_name.clone().unwrap_or_default(),
+            started_at: secs(ms_of(&t.started_at)),
+            ended_at: secs(ended_ms),
+            ended_ms,
+            status: t.status.clone(),
+            termination_reason: t.termination_reason.clone(),
+            termination_reason_reported: u8::from(t.termination_reason_reported),
+            loop_detected: u8::from(t.loop_detected),
+            has_loop_step_index: u8::from(t.loop_step_index.is_some()),
+            loop_step_index: t.loop_step_index.unwrap_or(0),
+            loop_caught_step_index: t.loop_caught_step_index.unwrap_or(0),
+            signals: t.signals,
+            redeliveries: t.redeliveries,
+            steps: t.totals.steps,
+            tool_calls: t.totals.tool_calls,
+            tokens: t.totals.tokens,
+            cost_usd: t.totals.cost_usd,
+            duration_ms: t.totals.duration_ms,
+            src_partition: src.partition,
+            src_offset: src.offset,
+        }
+    }
+}
+
+/// Rows for one output event.
+pub fn push_output(batch: &mut super::Batch, o: &OutputEvent, src: Source) {
+    match o {
+        OutputEvent::LoopWarning(s) | OutputEvent::LoopDetected(s) => {
+            batch.signals.push(SignalRow::new(o.kind(), s, src))
+        }
+        OutputEvent::RunTerminated(t) => batch.runs.push(RunRow::new(t, src)),
+    }
+}

@@ -1,0 +1,193 @@
+//! Kafka input: the group consumer, rebalance bookkeeping, topic set-up and changelog restore.
+pub mod changelog;
+
+use crate::config::Config;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::ClientContext;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("Kafka client error: {0}")]
+    Kafka(#[from] KafkaError),
+    #[error("cannot create topic {topic}: {source}")]
+    CreateTopic {
+        topic: String,
+        #[source]
+        source: RDKafkaErrorCode,
+    },
+    #[error("topic {0} does not exist (set create_topics = true or create it)")]
+    MissingTopic(String),
+    #[error(
+        "changelog topic {changelog} has {changelog_partitions} partitions but input topic {input} has {input_partitions}: they must be co-partitioned (delete the changelog or set changelog_topic to a new name)"
+    )]
+    NotCoPartitioned {
+        input: String,
+        input_partitions: usize,
+        changelog: String,
+        changelog_partitions: usize,
+    },
+    #[error("changelog record at {partition}/{offset} is unreadable: {why}")]
+    Changelog {
+        partition: i32,
+        offset: i64,
+        why: String,
+    },
+}
+
+/// Assignment changes seen by librdkafka's rebalance callback, drained by the worker loop.
+#[derive(Default)]
+pub struct Assignment {
+    pub assigned: HashSet<i32>,
+    pub revoked: Vec<i32>,
+    pub rebalances: u64,
+}
+
+pub struct RebalanceContext {
+    topic: String,
+    pub state: Arc<Mutex<Assignment>>,
+}
+
+impl ClientContext for RebalanceContext {}
+
+impl ConsumerContext for RebalanceContext {
+    fn post_rebalance(&self, _c: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        st.rebalances += 1;
+        match rebalance {
+            // Cooperative-sticky: these lists are increments, not the whole assignment.
+            Rebalance::Assign(tpl) => {
+                for e in tpl.elements_for_topic(&self.topic) {
+                    st.assigned.insert(e.partition());
+                }
+                tracing::info!(partitions = ?tpl.elements().iter().map(|e| e.partition()).collect::<Vec<_>>(), "partitions assigned");
+            }
+            Rebalance::Revoke(tpl) => {
+                for e in tpl.elements_for_topic(&self.topic) {
+                    st.assigned.remove(&e.partition());
+                    st.revoked.push(e.partition());
+                }
+                tracing::info!(partitions = ?tpl.elements().iter().map(|e| e.partition()).collect::<Vec<_>>(), "partitions revoked");
+            }
+            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance error"),
+        }
+    }
+}
+
+pub type Input = StreamConsumer<RebalanceContext>;
+
+pub fn consumer(cfg: &Config) -> Result<(Input, Arc<Mutex<Assignment>>), SourceError> {
+    let state = Arc::new(Mutex::new(Assignment::default()));
+    let ctx = RebalanceContext {
+        topic: cfg.input_topic.clone(),
+        state: state.clone(),
+    };
+    let mut cc = ClientConfig::new();
+    cc.set("bootstrap.servers", &cfg.kafka_brokers)
+        .set("group.id", &cfg.group_id)
+        // Offsets are committed only after ClickHouse and the output topic have what they cover.
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "cooperative-sticky")
+        .set("session.timeout.ms", cfg.session_timeout_ms.to_string())
+        .set("isolation.level", "read_committed");
+    for (k, v) in &cfg.kafka_consumer {
+        cc.set(k, v);
+    }
+    let c: Input = cc.create_with_context(ctx)?;
+    c.subscribe(&[&cfg.input_topic])?;
+    Ok((c, state))
+}
+
+/// Create missing topics and check that the changelog is co-partitioned with the input.
+pub async fn ensure_topics(cfg: &Config) -> Result<(), SourceError> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &cfg.kafka_brokers)
+        .create()?;
+    let changelog = cfg.changelog_topic();
+    if cfg.create_topics {
+        let repl = || TopicReplication::Fixed(cfg.topic_replication);
+        let plain = [&cfg.input_topic, &cfg.output_topic, &cfg.dlq_topic];
+        let mut topics: Vec<NewTopic<'_>> = plain
+            .iter()
+            .map(|t| NewTopic::new(t, cfg.topic_partitions, repl()))
+            .collect();
+        create(&admin, &topics).await?;
+        // The changelog must match the input's *actual* partition count, which may predate us.
+        let input_parts = partition_count(&admin, &cfg.input_topic)?;
+        topics = vec![NewTopic::new(&changelog, input_parts as i32, repl())
+            .set("cleanup.policy", "compact")
+            // Keep restore time bounded by live runs, not history: roll segments often and
+            // let the cleaner run early so superseded snapshots and tombstones go away.
+            .set("segment.ms", "600000")
+            .set("min.cleanable.dirty.ratio", "0.1")
+            .set("delete.retention.ms", "3600000")];
+        create(&admin, &topics).await?;
+    }
+    let input_partitions = partition_count(&admin, &cfg.input_topic)?;
+    let changelog_partitions = partition_count(&admin, &changelog)?;
+    if input_partitions != changelog_partitions {
+        return Err(SourceError::NotCoPartitioned {
+            input: cfg.input_topic.clone(),
+            input_partitions,
+            changelog,
+            changelog_partitions,
+        });
+    }
+    Ok(())
+}
+
+async fn create(
+    admin: &AdminClient<DefaultClientContext>,
+    topics: &[NewTopic<'_>],
+) -> Result<(), SourceError> {
+    let results = admin
+        .create_topics(
+            topics,
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        )
+        .await?;
+    for r in results {
+        match r {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, code)) => {
+                return Err(SourceError::CreateTopic {
+                    topic,
+                    source: code,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+fn partition_count(
+    admin: &AdminClient<DefaultClientContext>,
+    topic: &str,
+) -> Result<usize, SourceError> {
+    // A topic just created may take a moment to appear in metadata: wait for it, bounded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let md = admin
+            .inner()
+            .fetch_metadata(Some(topic), Duration::from_secs(15))?;
+        match md.topics().first() {
+            Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
+                return Ok(t.partitions().len())
+            }
+            _ if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            _ => return Err(SourceError::MissingTopic(topic.to_string())),
+        }
+    }
+}

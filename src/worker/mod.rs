@@ -1,0 +1,335 @@
+//! The worker: consume → decode → engine → emit + sink → commit.
+//!
+//! The commit rule: an input offset is committed only after (1) ClickHouse acknowledged every
+//! row derived from the messages before it, (2) the broker acknowledged every output event and
+//! dead letter they caused, and (3) the changelog holds the run state covering them. See
+//! DESIGN.md for the invariants and what each failure does.
+use crate::config::Config;
+use crate::contract::{decode, Event};
+use crate::emit::{DeadLetter, EmitError, Emitter};
+use crate::engine::{Outcome, PartitionEngine};
+use crate::sink::rows::{push_output, Source};
+use crate::sink::{Batch, ClickHouseSink, SinkError, StepRow};
+use crate::source::changelog;
+use crate::source::{self, SourceError};
+use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error(transparent)]
+    Emit(#[from] EmitError),
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error("offset commit failed: {0}")]
+    Commit(#[source] rdkafka::error::KafkaError),
+    #[error("changelog restore task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// A token cancelled on SIGINT/SIGTERM.
+pub fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(_) => {
+                        let _ = ctrl_c.await;
+                        t.cancel();
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutdown requested: flushing and committing");
+        t.cancel();
+    });
+    token
+}
+
+/// Everything one input partition owns.
+struct PartitionTask {
+    engine: PartitionEngine,
+    /// Next offset to commit (one past the last message applied).
+    next_offset: Option<i64>,
+    /// Messages below this offset are already reflected in the restored state.
+    skip_below: i64,
+}
+
+#[derive(Default)]
+struct Counters {
+    events: u64,
+    dead_letters: u64,
+    outputs: u64,
+    skipped_restored: u64,
+    flushes: u64,
+}
+
+pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerError> {
+    source::ensure_topics(&cfg).await?;
+    let sink = ClickHouseSink::connect(&cfg).await?;
+    let version = sink.version().await?;
+    let applied = sink.migrate().await?;
+    tracing::info!(clickhouse = %version, migrations = ?applied, "ClickHouse ready");
+    let (consumer, assignment) = source::consumer(&cfg)?;
+    let mut emitter = Emitter::new(&cfg)?;
+    let engine_cfg = Arc::new(cfg.engine.clone());
+    let changelog_topic = cfg.changelog_topic();
+    let mut parts: HashMap<i32, PartitionTask> = HashMap::new();
+    let mut batch = Batch::default();
+    let mut batch_msgs = 0usize;
+    let mut deadline: Option<tokio::time::Instant> = None;
+    let mut counters = Counters::default();
+    let mut outs = Vec::new();
+    let mut last_progress = Instant::now();
+    let progress_every = Duration::from_secs(cfg.progress_interval_s.max(1));
+    tracing::info!(topic = %cfg.input_topic, group = %cfg.group_id, "consuming");
+
+    loop {
+        let timeout =
+            deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
+        let msg = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep_until(timeout) => None,
+            m = consumer.recv() => Some(m),
+        };
+        // Partitions revoked since the last message: their uncommitted work is dropped; the
+        // next owner restores from the changelog and resumes from the committed offset.
+        let revoked: Vec<i32> = match assignment.lock() {
+            Ok(mut a) => std::mem::take(&mut a.revoked),
+            Err(_) => Vec::new(),
+        };
+        for p in revoked {
+            parts.remove(&p);
+        }
+        if let Some(m) = msg {
+            let m = match m {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "consumer error (librdkafka retries)");
+                    continue;
+                }
+            };
+            let p = m.partition();
+            let owned = assignment
+                .lock()
+                .map(|a| a.assigned.contains(&p))
+                .unwrap_or(false);
+            if !owned {
+                continue;
+            }
+            if let std::collections::hash_map::Entry::Vacant(slot) = parts.entry(p) {
+                let brokers = cfg.kafka_brokers.clone();
+                let topic = changelog_topic.clone();
+                let restored =
+                    tokio::task::spawn_blocking(move || changelog::restore(&brokers, &topic, p))
+                        .await??;
+                tracing::info!(
+                    partition = p,
+                    open_runs = restored.runs.len(),
+                    ended_runs = restored.ended.len(),
+                    records = restored.records,
+                    applied_offset = ?restored.applied_offset,
+                    ms = restored.elapsed.as_millis() as u64,
+                    "state restored from changelog"
+                );
+                let mut engine = PartitionEngine::new(engine_cfg.clone());
+                engine.restore(restored.meta, restored.runs, restored.ended);
+                slot.insert(PartitionTask {
+                    engine,
+                    next_offset: None,
+                    skip_below: restored.applied_offset.unwrap_or(0),
+                });
+            }
+            let Some(task) = parts.get_mut(&p) else {
+                continue;
+            };
+            let offset = m.offset();
+            if offset < task.skip_below {
+                counters.skipped_restored += 1;
+                continue;
+            }
+            let src = Source {
+                partition: p,
+                offset,
+            };
+            counters.events += 1;
+            match m.payload().map(decode) {
+                Some(Ok(ev)) => {
+                    let outcome = task.engine.apply(&ev, &mut outs);
+                    if let (Event::Step(step), Outcome::Step(fps)) = (&ev, &outcome) {
+                        batch.steps.push(StepRow::new(step, fps, src));
+                    }
+                    for o in outs.drain(..) {
+                        emitter.send_output(&cfg.output_topic, &o)?;
+                        push_output(&mut batch, &o, src);
+                        counters.outputs += 1;
+                    }
+                }
+                Some(Err(e)) => {
+                    counters.dead_letters += 1;
+                    let detail = e.to_string();
+                    emitter.send_dead_letter(
+                        &cfg.dlq_topic,
+                        &DeadLetter {
+                            payload: m.payload(),
+                            key: m.key(),
+                            reason: e.reason(),
+                            detail: &detail,
+                            topic: m.topic(),
+                            partition: p,
+                            offset,
+                        },
+                    )?;
+                }
+                None => {
+                    counters.dead_letters += 1;
+                    emitter.send_dead_letter(
+                        &cfg.dlq_topic,
+                        &DeadLetter {
+                            payload: None,
+                            key: m.key(),
+                            reason: "empty_payload",
+                            detail: "message has no payload",
+                            topic: m.topic(),
+                            partition: p,
+                            offset,
+                        },
+                    )?;
+                }
+            }
+            task.next_offset = Some(offset + 1);
+            batch_msgs += 1;
+            if deadline.is_none() {
+                deadline = Some(
+                    tokio::time::Instant::now() + Duration::from_millis(cfg.flush_interval_ms),
+                );
+            }
+        }
+        let due = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
+        if batch_msgs >= cfg.batch_max_messages || (due && batch_msgs > 0) {
+            flush(
+                &cfg,
+                &sink,
+                &mut emitter,
+                &consumer,
+                &mut parts,
+                &mut batch,
+                &changelog_topic,
+                &shutdown,
+            )
+            .await?;
+            counters.flushes += 1;
+            batch_msgs = 0;
+            deadline = None;
+        } else if due {
+            deadline = None;
+        }
+        if cfg.progress_interval_s > 0 && last_progress.elapsed() >= progress_every {
+            last_progress = Instant::now();
+            let open: usize = parts.values().map(|t| t.engine.open_runs()).sum();
+            tracing::info!(
+                events = counters.events,
+                outputs = counters.outputs,
+                dead_letters = counters.dead_letters,
+                flushes = counters.flushes,
+                partitions = parts.len(),
+                open_runs = open,
+                "progress"
+            );
+        }
+    }
+    if batch_msgs > 0 {
+        // Graceful shutdown: make the last batch durable and commit it before leaving.
+        let never = CancellationToken::new();
+        flush(
+            &cfg,
+            &sink,
+            &mut emitter,
+            &consumer,
+            &mut parts,
+            &mut batch,
+            &changelog_topic,
+            &never,
+        )
+        .await?;
+    }
+    tracing::info!(
+        events = counters.events,
+        outputs = counters.outputs,
+        dead_letters = counters.dead_letters,
+        skipped_restored = counters.skipped_restored,
+        "stopped"
+    );
+    Ok(())
+}
+
+/// One flush cycle, in the order the commit rule needs.
+#[allow(clippy::too_many_arguments)]
+async fn flush(
+    cfg: &Config,
+    sink: &ClickHouseSink,
+    emitter: &mut Emitter,
+    consumer: &source::Input,
+    parts: &mut HashMap<i32, PartitionTask>,
+    batch: &mut Batch,
+    changelog_topic: &str,
+    shutdown: &CancellationToken,
+) -> Result<(), WorkerError> {
+    // 1. ClickHouse: retried with capped, jittered back-off; a transient outage only grows lag.
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match sink.insert(batch).await {
+            Ok(()) => break,
+            Err(e) if !shutdown.is_cancelled() => {
+                tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "ClickHouse insert failed; retrying");
+                let jitter = rand::random::<u64>() % (delay.as_millis() as u64 / 2 + 1);
+                tokio::time::sleep(delay + Duration::from_millis(jitter)).await;
+                delay = (delay * 2).min(Duration::from_secs(10));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    batch.clear();
+    // 2. Changelog: one record per changed run, then the partition's meta record last.
+    let mut tpl = TopicPartitionList::new();
+    for (p, task) in parts.iter_mut() {
+        let Some(next) = task.next_offset else {
+            continue;
+        };
+        for change in task.engine.take_changes() {
+            let (key, value) = changelog::encode(&change);
+            emitter.send_changelog(changelog_topic, *p, &key, value.as_deref())?;
+        }
+        let meta = changelog::encode_meta(next, task.engine.meta());
+        emitter.send_changelog(changelog_topic, *p, changelog::META_KEY, Some(&meta))?;
+        tpl.add_partition_offset(&cfg.input_topic, *p, Offset::Offset(next))
+            .map_err(WorkerError::Commit)?;
+        task.next_offset = None;
+    }
+    // 3. Output events, dead letters and changelog acknowledged by the broker.
+    emitter.flush().await?;
+    // 4. Only now the offsets.
+    if tpl.count() > 0 {
+        tokio::task::block_in_place(|| consumer.commit(&tpl, CommitMode::Sync))
+            .map_err(WorkerError::Commit)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,305 @@
+//! Shared test plumbing: real Kafka and ClickHouse endpoints, unique names, readers.
+//!
+//! Endpoints come from `EDDY_KAFKA_BROKERS` / `EDDY_CLICKHOUSE_URL` (set by `scripts/stack up`,
+//! which `scripts/test` and `.ci/run` call). Without them, and with a Docker engine answering,
+//! testcontainers starts both. Otherwise the test fails with instructions: never a silent skip.
+#![allow(dead_code)]
+use eddy::config::Config;
+use eddy::contract::OutputEvent;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+use testcontainers::runners::AsyncRunner;
+use testcontainers::ContainerAsync;
+
+pub struct Endpoints {
+    pub kafka: String,
+    pub clickhouse: String,
+    _kafka: Option<ContainerAsync<testcontainers_modules::kafka::apache::Kafka>>,
+    _clickhouse: Option<ContainerAsync<testcontainers_modules::clickhouse::ClickHouse>>,
+}
+
+pub async fn endpoints() -> Endpoints {
+    if let (Ok(k), Ok(c)) = (
+        std::env::var("EDDY_KAFKA_BROKERS"),
+        std::env::var("EDDY_CLICKHOUSE_URL"),
+    ) {
+        return Endpoints {
+            kafka: k,
+            clickhouse: c,
+            _kafka: None,
+            _clickhouse: None,
+        };
+    }
+    let docker = Command::new("docker")
+        .arg("info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        docker,
+        "no Kafka/ClickHouse for integration tests: run `eval \"$(scripts/stack up)\"` \
+         (sets EDDY_KAFKA_BROKERS and EDDY_CLICKHOUSE_URL), or use scripts/test, or start a \
+         Docker engine so testcontainers can start them"
+    );
+    let kafka = testcontainers_modules::kafka::apache::Kafka::default()
+        .start()
+        .await
+        .expect("start Kafka container");
+    let kport = kafka
+        .get_host_port_ipv4(testcontainers_modules::kafka::apache::KAFKA_PORT)
+        .await
+        .expect("Kafka port");
+    let ch = testcontainers_modules::clickhouse::ClickHouse::default()
+        .start()
+        .await
+        .expect("start ClickHouse container");
+    let cport = ch
+        .get_host_port_ipv4(testcontainers_modules::clickhouse::CLICKHOUSE_PORT)
+        .await
+        .expect("ClickHouse port");
+    Endpoints {
+        kafka: format!("127.0.0.1:{kport}"),
+        clickhouse: format!("http://127.0.0.1:{cport}"),
+        _kafka: Some(kafka),
+        _clickhouse: Some(ch),
+    }
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A config with topics, group and database unique to this test, so tests run in parallel.
+pub fn test_config(ep: &Endpoints, name: &str) -> Config {
+    let nonce = format!(
+        "{}_{}_{}",
+        name,
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    );
+    Config {
+        kafka_brokers: ep.kafka.clone(),
+        clickhouse_url: ep.clickhouse.clone(),
+        clickhouse_database: format!("eddy_t_{nonce}"),
+        input_topic: format!("t.{nonce}.steps"),
+        output_topic: format!("t.{nonce}.signals"),
+        dlq_topic: format!("t.{nonce}.dlq"),
+        group_id: format!("t.{nonce}.group"),
+        topic_partitions: 3,
+        session_timeout_ms: 6_000,
+        flush_interval_ms: 100,
+        progress_interval_s: 0,
+        ..Config::default()
+    }
+}
+
+/// A worker process that is killed when the test ends, however it ends.
+pub struct Worker(pub Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Worker {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Worker {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+/// Start `eddy run` as a real process with the config passed through the environment.
+pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    cmd.arg("run")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("EDDY_LOG", "warn,eddy=info")
+        .env("EDDY_KAFKA_BROKERS", &cfg.kafka_brokers)
+        .env("EDDY_CLICKHOUSE_URL", &cfg.clickhouse_url)
+        .env("EDDY_CLICKHOUSE_DATABASE", &cfg.clickhouse_database)
+        .env("EDDY_INPUT_TOPIC", &cfg.input_topic)
+        .env("EDDY_OUTPUT_TOPIC", &cfg.output_topic)
+        .env("EDDY_DLQ_TOPIC", &cfg.dlq_topic)
+        .env("EDDY_GROUP_ID", &cfg.group_id)
+        .env("EDDY_TOPIC_PARTITIONS", cfg.topic_partitions.to_string())
+        .env(
+            "EDDY_SESSION_TIMEOUT_MS",
+            cfg.session_timeout_ms.to_string(),
+        )
+        .env("EDDY_FLUSH_INTERVAL_MS", cfg.flush_interval_ms.to_string())
+        .env(
+            "EDDY_BATCH_MAX_MESSAGES",
+            cfg.batch_max_messages.to_string(),
+        )
+        .env("EDDY_PROGRESS_INTERVAL_S", "0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    Worker(cmd.spawn().expect("spawn eddy run"))
+}
+
+/// Produce JSON lines keyed by run id (as a real agent fleet does).
+pub async fn produce(cfg: &Config, lines: &[(String, String)]) {
+    eddy::source::ensure_topics(cfg)
+        .await
+        .expect("create topics");
+    let mut e = eddy::emit::Emitter::new(cfg).expect("producer");
+    for (key, line) in lines {
+        e.send_raw(&cfg.input_topic, key.as_bytes(), line.as_bytes())
+            .expect("send");
+    }
+    e.flush().await.expect("delivered");
+}
+
+/// A raw record read back from a topic.
+pub struct Record {
+    pub key: Option<Vec<u8>>,
+    pub payload: Option<Vec<u8>>,
+    pub headers: HashMap<String, String>,
+}
+
+/// Read every record of `topic` from the beginning until `done(records)` holds or `timeout`.
+pub fn read_topic_until(
+    cfg: &Config,
+    topic: &str,
+    timeout: Duration,
+    mut worker: Option<&mut Child>,
+    mut done: impl FnMut(&[Record]) -> bool,
+) -> Vec<Record> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &cfg.kafka_brokers)
+        .set("group.id", "eddy-test-reader")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("reader");
+    let md = c
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .expect("metadata");
+    let mut tpl = TopicPartitionList::new();
+    for t in md.topics() {
+        for p in t.partitions() {
+            tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
+                .expect("tpl");
+        }
+    }
+    c.assign(&tpl).expect("assign");
+    let start = Instant::now();
+    let mut out = Vec::new();
+    let mut since_check = 0usize;
+    // The condition is checked whenever the reader is idle (caught up) or every 2000 records,
+    // so an expensive condition over a large topic stays cheap.
+    let mut check = true;
+    loop {
+        if check {
+            if done(&out) {
+                break;
+            }
+            since_check = 0;
+        }
+        if let Some(w) = worker.as_deref_mut() {
+            if let Ok(Some(status)) = w.try_wait() {
+                panic!("the worker exited ({status}) while the test waited on {topic}");
+            }
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} reading {topic}: {} records so far",
+            out.len()
+        );
+        let polled = c.poll(Duration::from_millis(200));
+        check = polled.is_none() || since_check >= 2000;
+        if let Some(Ok(m)) = polled {
+            since_check += 1;
+            let mut headers = HashMap::new();
+            if let Some(h) = m.headers() {
+                for hd in h.iter() {
+                    headers.insert(
+                        hd.key.to_string(),
+                        String::from_utf8_lossy(hd.value.unwrap_or_default()).into_owned(),
+                    );
+                }
+            }
+            out.push(Record {
+                key: m.key().map(<[u8]>::to_vec),
+                payload: m.payload().map(<[u8]>::to_vec),
+                headers,
+            });
+        }
+    }
+    out
+}
+
+pub fn outputs(records: &[Record]) -> Vec<OutputEvent> {
+    records
+        .iter()
+        .filter_map(|r| r.payload.as_deref())
+        .map(|p| serde_json::from_slice(p).expect("output events are valid JSON"))
+        .collect()
+}
+
+pub fn terminated_count(records: &[Record]) -> usize {
+    outputs(records)
+        .iter()
+        .filter(|o| matches!(o, OutputEvent::RunTerminated(_)))
+        .count()
+}
+
+/// A ClickHouse client on the test's database.
+pub fn clickhouse(cfg: &Config) -> clickhouse::Client {
+    clickhouse::Client::default()
+        .with_url(&cfg.clickhouse_url)
+        .with_validation(false)
+}
+
+pub async fn ch_count(cfg: &Config, sql: &str) -> u64 {
+    let sql = sql.replace("{db}", &cfg.clickhouse_database);
+    clickhouse(cfg)
+        .query(&sql)
+        .fetch_one::<u64>()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Poll a ClickHouse count until it equals `want` (a condition, not a sleep) or time out.
+pub async fn await_ch_count(cfg: &Config, sql: &str, want: u64, timeout: Duration) -> u64 {
+    let start = Instant::now();
+    loop {
+        let sql2 = sql.replace("{db}", &cfg.clickhouse_database);
+        let got = clickhouse(cfg).query(&sql2).fetch_one::<u64>().await.ok();
+        if got == Some(want) || start.elapsed() > timeout {
+            return got.unwrap_or(0);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub fn kill_hard(child: &mut Child) {
+    // Child::kill is SIGKILL on Unix: no flush, no commit, exactly like a crashed pod.
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+pub fn stop_gracefully(child: &mut Child) {
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
+}

@@ -1,0 +1,225 @@
+//! Properties of the detection engine: canonical fingerprints ignore key order, changing
+//! outputs never alert, replays are deterministic, and a changelog snapshot taken mid-run
+//! (serde_json round trip) continues with exactly the signals an uninterrupted engine emits.
+use eddy::contract::{decode, Event, OutputEvent};
+use eddy::engine::{Canonical, EngineConfig, PartitionEngine, RunState};
+use eddy::replay::replay_to_vec;
+use proptest::prelude::*;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A JSON object whose keys we can print in two orders.
+#[derive(Debug, Clone)]
+enum J {
+    Num(i64),
+    Float(i32),
+    Str(String),
+    Arr(Vec<J>),
+    Obj(Vec<(String, J)>),
+}
+
+fn arb_json() -> impl Strategy<Value = J> {
+    let leaf = prop_oneof![
+        any::<i64>().prop_map(J::Num),
+        any::<i32>().prop_map(J::Float),
+        "[a-z ]{0,8}".prop_map(J::Str),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(J::Arr),
+            proptest::collection::btree_map("[a-z]{1,5}", inner, 0..5)
+                .prop_map(|m| J::Obj(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn print(j: &J, reverse: bool, out: &mut String) {
+    match j {
+        J::Num(n) => out.push_str(&n.to_string()),
+        // Same number written two ways (`3` vs `3.0`) depending on the order flag.
+        J::Float(n) => out.push_str(&if reverse {
+            format!("{n}.0")
+        } else {
+            n.to_string()
+        }),
+        J::Str(s) => out.push_str(&serde_json::to_string(s).unwrap()),
+        J::Arr(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                print(x, reverse, out);
+            }
+            out.push(']');
+        }
+        J::Obj(kv) => {
+            let mut kv: Vec<&(String, J)> = kv.iter().collect();
+            if reverse {
+                kv.reverse();
+            }
+            out.push('{');
+            for (i, (k, v)) in kv.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(if reverse { " , " } else { "," });
+                }
+                out.push_str(&serde_json::to_string(k).unwrap());
+                out.push(':');
+                print(v, reverse, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn step_line(run: &str, i: u64, tool: &str, input: &str, output: &str) -> String {
+    format!(
+        r#"{{"v":1,"kind":"step","project_id":"p","run_id":"{run}","ts":{},"step_index":{i},"step_type":"tool_call","tool_name":"{tool}","tool_input":{input},"tool_output":{output},"tool_success":true}}"#,
+        1_700_000_000_000u64 + i * 1000
+    )
+}
+
+fn canon_of(line: &str) -> Canonical {
+    let Ok(Event::Step(s)) = decode(line.as_bytes()) else {
+        panic!("not a step: {line}")
+    };
+    Canonical::compute(&s, &EngineConfig::default().detectors)
+}
+
+fn caught(outs: &[OutputEvent]) -> Vec<String> {
+    outs.iter()
+        .filter_map(|o| match o {
+            OutputEvent::LoopDetected(s) => Some(format!("{} {}", s.detector, s.pattern)),
+            _ => None,
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn key_order_never_changes_a_canonical_fingerprint(j in arb_json(), o in arb_json()) {
+        let (mut a, mut b, mut oa, mut ob) = (String::new(), String::new(), String::new(), String::new());
+        print(&j, false, &mut a);
+        print(&j, true, &mut b);
+        print(&o, false, &mut oa);
+        print(&o, true, &mut ob);
+        let ca = canon_of(&step_line("r", 1, "t", &a, &oa));
+        let cb = canon_of(&step_line("r", 1, "t", &b, &ob));
+        prop_assert_eq!(ca.fps.canonical_input, cb.fps.canonical_input);
+        prop_assert_eq!(ca.fps.canonical_output, cb.fps.canonical_output);
+        prop_assert!(ca.fps.canonical_input.is_some());
+    }
+
+    #[test]
+    fn changing_outputs_never_alert(
+        calls in proptest::collection::vec((0usize..3, 0usize..3), 1..80),
+    ) {
+        let tools = ["web_search", "read_file", "get_status"];
+        let inputs = [r#"{"q":"x"}"#, r#"{"path":"a.rs"}"#, "{}"];
+        let mut lines = String::new();
+        for (i, (t, inp)) in calls.iter().enumerate() {
+            // Every output is new: the agent keeps learning something.
+            let out = format!(r#"{{"result":"value {i}","n":{i}}}"#);
+            lines.push_str(&step_line("r", i as u64 + 1, tools[*t], inputs[*inp], &out));
+            lines.push('\n');
+        }
+        let (outs, _) = replay_to_vec(lines.as_bytes(), Arc::new(EngineConfig::default()), 1);
+        prop_assert!(caught(&outs).is_empty(), "{:?}", caught(&outs));
+    }
+
+    #[test]
+    fn replaying_random_runs_twice_gives_identical_signals(
+        calls in proptest::collection::vec((0usize..3, 0usize..3, 0usize..3, any::<bool>()), 1..60),
+    ) {
+        let tools = ["web_search", "http_get", "edit"];
+        let inputs = [r#"{"q":"x"}"#, r#"{"url":"u"}"#, "{}"];
+        let outputs = [r#"{"error":"401 unauthorized"}"#, r#"{"results":[]}"#, r#""same""#];
+        let mut lines = String::new();
+        for (i, (t, inp, out, ok)) in calls.iter().enumerate() {
+            let l = step_line("r", i as u64 + 1, tools[*t], inputs[*inp], outputs[*out])
+                .replace("\"tool_success\":true", if *ok { "\"tool_success\":true" } else { "\"tool_success\":false" });
+            lines.push_str(&l);
+            lines.push('\n');
+        }
+        let cfg = Arc::new(EngineConfig::default());
+        let (a, _) = replay_to_vec(lines.as_bytes(), cfg.clone(), 1);
+        let (b, _) = replay_to_vec(lines.as_bytes(), cfg, 1);
+        prop_assert_eq!(a, b);
+    }
+}
+
+fn corpus() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/events.jsonl"))
+        .expect("corpus exists (python3 tests/corpus/gen.py)")
+}
+
+#[test]
+fn replaying_the_corpus_twice_gives_identical_signals() {
+    let cfg = Arc::new(EngineConfig::default());
+    let (a, _) = replay_to_vec(&corpus(), cfg.clone(), 1);
+    let (b, _) = replay_to_vec(&corpus(), cfg.clone(), 4);
+    let (c, _) = replay_to_vec(&corpus(), cfg, 1);
+    assert_eq!(a, c);
+    let ids = |v: &[OutputEvent]| {
+        let mut x: Vec<String> = v.iter().map(|o| o.event_id().to_string()).collect();
+        x.sort();
+        x
+    };
+    // Partitioning changes interleaving, never the set of events.
+    assert_eq!(ids(&a), ids(&b));
+    assert!(a.iter().any(|o| matches!(o, OutputEvent::LoopDetected(_))));
+}
+
+/// Snapshot at `cut`, round-trip every run state through JSON, restore into a fresh engine and
+/// continue: the outputs after the cut must equal an uninterrupted engine's.
+#[test]
+fn restored_state_continues_with_identical_signals() {
+    let events: Vec<Event> = corpus()
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| decode(l).expect("corpus decodes"))
+        .collect();
+    let cfg = Arc::new(EngineConfig::default());
+    let mut full = PartitionEngine::new(cfg.clone());
+    let mut expected: Vec<Vec<OutputEvent>> = Vec::new();
+    for ev in &events {
+        let mut out = Vec::new();
+        full.apply(ev, &mut out);
+        expected.push(out);
+    }
+    for cut in [1, 97, events.len() / 3, events.len() / 2, events.len() - 5] {
+        let mut a = PartitionEngine::new(cfg.clone());
+        let mut sink = Vec::new();
+        for ev in &events[..cut] {
+            a.apply(ev, &mut sink);
+        }
+        let meta_json = serde_json::to_string(a.meta()).expect("meta serialises");
+        let mut runs = Vec::new();
+        let mut ended = Vec::new();
+        for ch in a.take_changes() {
+            match ch {
+                eddy::engine::Change::Upsert(k, s) => {
+                    let json = serde_json::to_string(s).expect("state serialises");
+                    let back: RunState = serde_json::from_str(&json).expect("state deserialises");
+                    assert_eq!(&back, s);
+                    runs.push((k, back));
+                }
+                eddy::engine::Change::Ended(k) => ended.push(k),
+                eddy::engine::Change::Forget(_) => {}
+            }
+        }
+        let mut b = PartitionEngine::new(cfg.clone());
+        b.restore(
+            serde_json::from_str(&meta_json).expect("meta deserialises"),
+            runs,
+            ended,
+        );
+        for (i, ev) in events.iter().enumerate().skip(cut) {
+            let mut out = Vec::new();
+            b.apply(ev, &mut out);
+            assert_eq!(out, expected[i], "event {i} after a restore at {cut}");
+        }
+    }
+}

@@ -17,9 +17,27 @@ pub enum ConfigError {
     Load(#[from] Box<figment::Error>),
 }
 
+/// How output events, state and offsets reach Kafka.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Signals go out as soon as they are detected; offsets are committed after ClickHouse and
+    /// the broker acknowledged what they cover. A crash may re-publish exact duplicates.
+    #[default]
+    AtLeastOnce,
+    /// Output events, changelog records and offsets commit in one Kafka transaction (KIP-447).
+    /// Readers with `isolation.level=read_committed` see every event exactly once.
+    ExactlyOnce,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    pub delivery: Delivery,
+    /// Transactional id for `exactly_once`; must be unique per worker process and stable across
+    /// its restarts (e.g. the pod name). Default: `<group_id>-<hostname>-<pid>`.
+    pub transactional_id: Option<String>,
+    pub transaction_timeout_ms: u32,
     pub kafka_brokers: String,
     pub input_topic: String,
     pub output_topic: String,
@@ -51,6 +69,9 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
+            delivery: Delivery::AtLeastOnce,
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
             kafka_brokers: "127.0.0.1:9092".into(),
             input_topic: "agent.steps".into(),
             output_topic: "agent.signals".into(),
@@ -101,6 +122,15 @@ impl Config {
         Ok(cfg)
     }
 
+    pub fn transactional_id(&self) -> String {
+        self.transactional_id.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "host".into());
+            format!("{}-{}-{}", self.group_id, host, std::process::id())
+        })
+    }
+
     pub fn changelog_topic(&self) -> String {
         self.changelog_topic
             .clone()
@@ -145,6 +175,14 @@ impl Config {
         }
         if self.topic_partitions < 1 {
             return bad("topic_partitions must be >= 1".into());
+        }
+        if self.delivery == Delivery::ExactlyOnce
+            && u64::from(self.transaction_timeout_ms) <= self.flush_interval_ms.saturating_mul(4)
+        {
+            return bad(format!(
+                "transaction_timeout_ms ({}) must be well above flush_interval_ms ({})",
+                self.transaction_timeout_ms, self.flush_interval_ms
+            ));
         }
         if self.batch_max_messages == 0 {
             return bad("batch_max_messages must be >= 1".into());

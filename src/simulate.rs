@@ -292,7 +292,7 @@ pub async fn run(args: SimulateArgs, cfg: &Config) -> Result<(), SimulateError> 
         }
         None => {
             crate::source::ensure_topics(cfg).await?;
-            let mut emitter = crate::emit::Emitter::new(cfg)?;
+            let mut emitter = crate::emit::Emitter::plain(cfg)?;
             for (i, (_, run_id, line)) in events.iter().enumerate() {
                 emitter.send_raw(&cfg.input_topic, run_id.as_bytes(), line.as_bytes())?;
                 if (i + 1) % 50_000 == 0 {

@@ -3,13 +3,13 @@
 //! Sends are fire-and-collect: a record is handed to librdkafka at once (signals go out as soon
 //! as they are detected) and its delivery future is kept; a flush awaits them all before the
 //! offsets that produced them may be committed.
-use crate::config::Config;
+use crate::config::{Config, Delivery};
 use crate::contract::OutputEvent;
 use futures::future::join_all;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -26,11 +26,32 @@ pub enum EmitError {
     Cancelled(String),
     #[error("cannot serialise output event: {0}")]
     Serialise(#[from] serde_json::Error),
+    /// The transaction must be aborted and processing rewound to the last commit.
+    #[error("transaction aborted, rewinding to the last commit: {0}")]
+    Abortable(#[source] KafkaError),
+    /// Fenced by a newer instance, or the producer is unusable: the worker must exit.
+    #[error("fatal transactional producer error (fenced or unusable), exiting: {0}")]
+    Fatal(#[source] KafkaError),
+}
+
+impl EmitError {
+    fn from_txn(e: KafkaError) -> Self {
+        match &e {
+            KafkaError::Transaction(t) if t.txn_requires_abort() => EmitError::Abortable(e),
+            KafkaError::Transaction(t) if !t.is_fatal() && t.is_retriable() => {
+                EmitError::Abortable(e)
+            }
+            _ => EmitError::Fatal(e),
+        }
+    }
 }
 
 pub struct Emitter {
     producer: FutureProducer,
     pending: Vec<(String, DeliveryFuture)>,
+    transactional: bool,
+    in_txn: bool,
+    txn_timeout: Duration,
 }
 
 /// Dead-letter record headers: the reason is machine-readable, the rest says where it came from.
@@ -58,11 +79,93 @@ impl Emitter {
         for (k, v) in &cfg.kafka_producer {
             cc.set(k, v);
         }
+        let txn_timeout = Duration::from_millis(u64::from(cfg.transaction_timeout_ms));
+        let transactional = cfg.delivery == Delivery::ExactlyOnce;
+        if transactional {
+            cc.set("transactional.id", cfg.transactional_id())
+                .set(
+                    "transaction.timeout.ms",
+                    cfg.transaction_timeout_ms.to_string(),
+                )
+                .set(
+                    "message.timeout.ms",
+                    cfg.transaction_timeout_ms.saturating_sub(1000).to_string(),
+                );
+        }
         let producer: FutureProducer = cc.create().map_err(EmitError::Create)?;
+        if transactional {
+            // Fences any earlier instance with the same transactional id.
+            producer
+                .init_transactions(txn_timeout)
+                .map_err(EmitError::Fatal)?;
+        }
         Ok(Self {
             producer,
             pending: Vec::new(),
+            transactional,
+            in_txn: false,
+            txn_timeout,
         })
+    }
+
+    /// Non-transactional producer (simulator, tests), whatever the delivery mode says.
+    pub fn plain(cfg: &Config) -> Result<Self, EmitError> {
+        let mut c = cfg.clone();
+        c.delivery = Delivery::AtLeastOnce;
+        Self::new(&c)
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.transactional
+    }
+
+    fn ensure_txn(&mut self) -> Result<(), EmitError> {
+        if self.transactional && !self.in_txn {
+            self.producer
+                .begin_transaction()
+                .map_err(EmitError::from_txn)?;
+            self.in_txn = true;
+        }
+        Ok(())
+    }
+
+    /// Commit the open transaction together with the consumer offsets in `offsets`.
+    pub fn commit_transaction<
+        C: rdkafka::consumer::Consumer<X>,
+        X: rdkafka::consumer::ConsumerContext,
+    >(
+        &mut self,
+        offsets: &rdkafka::TopicPartitionList,
+        consumer: &C,
+    ) -> Result<(), EmitError> {
+        self.ensure_txn()?;
+        let meta = consumer
+            .group_metadata()
+            .ok_or_else(|| EmitError::Abortable(KafkaError::NoMessageReceived))?;
+        if offsets.count() > 0 {
+            self.producer
+                .send_offsets_to_transaction(offsets, &meta, self.txn_timeout)
+                .map_err(EmitError::from_txn)?;
+        }
+        self.producer
+            .commit_transaction(self.txn_timeout)
+            .map_err(EmitError::from_txn)?;
+        self.in_txn = false;
+        // Commit flushed everything; the delivery futures are resolved now.
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Abort the open transaction (after an abortable error).
+    pub fn abort_transaction(&mut self) -> Result<(), EmitError> {
+        self.pending.clear();
+        if self.transactional && self.in_txn {
+            self.producer
+                .abort_transaction(self.txn_timeout)
+                .map_err(EmitError::Fatal)?;
+        }
+        self.in_txn = false;
+        Ok(())
     }
 
     pub fn producer(&self) -> &FutureProducer {
@@ -77,6 +180,7 @@ impl Emitter {
         payload: Option<&[u8]>,
         headers: Option<OwnedHeaders>,
     ) -> Result<(), EmitError> {
+        self.ensure_txn()?;
         let mut rec: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic);
         if let Some(k) = key {
             rec = rec.key(k);

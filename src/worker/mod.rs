@@ -80,6 +80,7 @@ struct Counters {
     outputs: u64,
     skipped_restored: u64,
     flushes: u64,
+    rewinds: u64,
 }
 
 pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerError> {
@@ -225,7 +226,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         }
         let due = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
         if batch_msgs >= cfg.batch_max_messages || (due && batch_msgs > 0) {
-            flush(
+            let res = flush(
                 &cfg,
                 &sink,
                 &mut emitter,
@@ -235,8 +236,16 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                 &changelog_topic,
                 &shutdown,
             )
-            .await?;
-            counters.flushes += 1;
+            .await;
+            match res {
+                Ok(()) => counters.flushes += 1,
+                Err(WorkerError::Emit(e @ EmitError::Abortable(_))) => {
+                    tracing::warn!(error = %e, "rewinding to the last commit");
+                    rewind(&mut emitter, &consumer, &mut parts, &mut batch)?;
+                    counters.rewinds += 1;
+                }
+                Err(e) => return Err(e),
+            }
             batch_msgs = 0;
             deadline = None;
         } else if due {
@@ -276,6 +285,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         outputs = counters.outputs,
         dead_letters = counters.dead_letters,
         skipped_restored = counters.skipped_restored,
+        rewinds = counters.rewinds,
         "stopped"
     );
     Ok(())
@@ -324,11 +334,50 @@ async fn flush(
             .map_err(WorkerError::Commit)?;
         task.next_offset = None;
     }
+    if emitter.is_transactional() {
+        // 3+4. Outputs, dead letters, changelog and offsets commit atomically (KIP-447).
+        emitter.commit_transaction(&tpl, consumer)?;
+        return Ok(());
+    }
     // 3. Output events, dead letters and changelog acknowledged by the broker.
     emitter.flush().await?;
-    // 4. Only now the offsets.
+    // 4. Only now the offsets. A commit refused because the group is rebalancing (illegal
+    // generation, unknown member, rebalance in progress) loses nothing: everything below these
+    // offsets is already durable, the changelog says where the state stands, and whoever owns
+    // the partition next re-reads at most this batch. So it is logged, never fatal.
     if tpl.count() > 0 {
-        tokio::task::block_in_place(|| consumer.commit(&tpl, CommitMode::Sync))
+        if let Err(e) = tokio::task::block_in_place(|| consumer.commit(&tpl, CommitMode::Sync)) {
+            tracing::warn!(error = %e, "offset commit refused; the next commit or owner covers it");
+        }
+    }
+    Ok(())
+}
+
+/// Exactly-once: throw away everything since the last commit and read it again. State comes back
+/// from the changelog (read_committed, so it matches the committed offsets exactly).
+fn rewind(
+    emitter: &mut Emitter,
+    consumer: &source::Input,
+    parts: &mut HashMap<i32, PartitionTask>,
+    batch: &mut Batch,
+) -> Result<(), WorkerError> {
+    emitter.abort_transaction()?;
+    batch.clear();
+    parts.clear();
+    let committed = tokio::task::block_in_place(|| consumer.committed(Duration::from_secs(30)))
+        .map_err(WorkerError::Commit)?;
+    let mut seek = TopicPartitionList::new();
+    for e in committed.elements() {
+        let off = match e.offset() {
+            Offset::Offset(o) => Offset::Offset(o),
+            _ => Offset::Beginning,
+        };
+        seek.add_partition_offset(e.topic(), e.partition(), off)
+            .map_err(WorkerError::Commit)?;
+    }
+    if seek.count() > 0 {
+        consumer
+            .seek_partitions(seek, Duration::from_secs(30))
             .map_err(WorkerError::Commit)?;
     }
     Ok(())

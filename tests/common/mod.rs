@@ -159,7 +159,7 @@ pub async fn produce(cfg: &Config, lines: &[(String, String)]) {
     eddy::source::ensure_topics(cfg)
         .await
         .expect("create topics");
-    let mut e = eddy::emit::Emitter::new(cfg).expect("producer");
+    let mut e = eddy::emit::Emitter::plain(cfg).expect("producer");
     for (key, line) in lines {
         e.send_raw(&cfg.input_topic, key.as_bytes(), line.as_bytes())
             .expect("send");

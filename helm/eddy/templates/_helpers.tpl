@@ -1,0 +1,127 @@
+{{/* Chart name, truncated to the 63 characters of a DNS label. */}}
+{{- define "eddy.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name: release-chart, unless the release name already holds it. */}}
+{{- define "eddy.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "eddy.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "eddy.labels" -}}
+helm.sh/chart: {{ include "eddy.chart" . }}
+{{ include "eddy.selectorLabels" . }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "eddy.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "eddy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "eddy.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "eddy.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "eddy.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* True (non-empty) when SASL credentials come from a Secret through the init container. */}}
+{{- define "eddy.saslFromSecret" -}}
+{{- if .Values.kafka.sasl.existingSecret }}true{{ end }}
+{{- end }}
+
+{{/*
+The effective eddy config: .Values.config, plus SASL placeholders that the render-config init
+container replaces with the Secret's values.
+*/}}
+{{- define "eddy.config" -}}
+{{- $cfg := deepCopy (default dict .Values.config) }}
+{{- if include "eddy.saslFromSecret" . }}
+{{- range $table := list "kafka_consumer" "kafka_producer" }}
+{{- $t := deepCopy (default dict (get $cfg $table)) }}
+{{- $_ := set $t "sasl.username" "@@EDDY_SASL_USERNAME@@" }}
+{{- $_ := set $t "sasl.password" "@@EDDY_SASL_PASSWORD@@" }}
+{{- $_ := set $cfg $table $t }}
+{{- end }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+Render a map as TOML. Helm's own toToml turns every YAML integer into a float (12 → 12.0), which
+eddy's integer settings reject, so scalars are formatted here: whole numbers as integers, strings
+as TOML basic strings (JSON escaping is valid TOML), keys quoted when they are not bare keys.
+Arguments: (dict "m" MAP "path" LIST-OF-TABLE-KEYS)
+*/}}
+{{- define "eddy.toml.key" -}}
+{{- if regexMatch "^[A-Za-z0-9_-]+$" . }}{{ . }}{{ else }}{{ toJson . }}{{ end }}
+{{- end }}
+
+{{- define "eddy.toml.value" -}}
+{{- $v := . }}
+{{- $k := kindOf $v }}
+{{- if eq $k "string" }}{{ toJson $v }}
+{{- else if eq $k "bool" }}{{ $v }}
+{{- else if or (eq $k "float64") (eq $k "float32") }}
+{{- if eq $v (floor $v) }}{{ int64 $v }}{{ else }}{{ $v }}{{ end }}
+{{- else if hasPrefix "int" $k }}{{ $v }}
+{{- else if hasPrefix "uint" $k }}{{ $v }}
+{{- else if eq $k "slice" }}[{{ range $i, $e := $v }}{{ if $i }}, {{ end }}{{ include "eddy.toml.value" $e }}{{ end }}]
+{{- else if eq $k "map" }}{ {{- range $i, $key := keys $v | sortAlpha }}{{ if $i }},{{ end }} {{ include "eddy.toml.key" $key }} = {{ include "eddy.toml.value" (get $v $key) }}{{ end }} }
+{{- else }}{{ fail (printf "eddy.toml: cannot render %v (%s)" $v $k) }}
+{{- end }}
+{{- end }}
+
+{{- define "eddy.toml.table" -}}
+{{- $m := .m }}
+{{- $path := .path }}
+{{- range $key := keys $m | sortAlpha }}
+{{- $v := get $m $key }}
+{{- if and (ne (kindOf $v) "map") (ne (kindOf $v) "invalid") }}
+{{ include "eddy.toml.key" $key }} = {{ include "eddy.toml.value" $v }}
+{{- end }}
+{{- end }}
+{{- range $key := keys $m | sortAlpha }}
+{{- $v := get $m $key }}
+{{- if eq (kindOf $v) "map" }}
+{{- $sub := append $path (include "eddy.toml.key" $key) }}
+
+[{{ join "." $sub }}]
+{{- include "eddy.toml.table" (dict "m" $v "path" $sub) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "eddy.toml" -}}
+# Rendered by the eddy Helm chart from .Values.config.
+{{- include "eddy.toml.table" (dict "m" (fromYaml (include "eddy.config" .)) "path" (list)) }}
+{{- end }}
+
+{{/* The partition count KEDA may scale up to. */}}
+{{- define "eddy.keda.maxReplicas" -}}
+{{- $k := .Values.autoscaling.keda }}
+{{- $parts := int (default (default 12 .Values.config.topic_partitions) $k.partitions) }}
+{{- min (int $k.maxReplicaCount) $parts }}
+{{- end }}

@@ -4,6 +4,8 @@
 # packages; the runtime stage only carries their shared libraries.
 
 FROM rust:1-bookworm AS builder
+# Debian's package versions are not pinned: bookworm's security updates replace them.
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         cmake libcurl4-openssl-dev libsasl2-dev libzstd-dev libssl-dev zlib1g-dev pkg-config \
@@ -17,6 +19,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && install -m 0755 target/release/eddy /usr/local/bin/eddy
 
 FROM debian:bookworm-slim
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         ca-certificates libcurl4 libsasl2-2 libsasl2-modules libzstd1 libssl3 zlib1g \

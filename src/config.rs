@@ -61,6 +61,8 @@ pub struct Config {
     /// Raw librdkafka properties passed through to the consumer / producer.
     pub kafka_consumer: BTreeMap<String, String>,
     pub kafka_producer: BTreeMap<String, String>,
+    /// Admin HTTP server (/metrics, /livez, /readyz). Loopback by default; in a pod, 0.0.0.0.
+    pub admin_addr: String,
     /// Print a progress line every this many seconds (0 = never).
     pub progress_interval_s: u64,
     pub engine: EngineConfig,
@@ -90,6 +92,7 @@ impl Default for Config {
             flush_interval_ms: 250,
             kafka_consumer: BTreeMap::new(),
             kafka_producer: BTreeMap::new(),
+            admin_addr: "127.0.0.1:9464".into(),
             progress_interval_s: 10,
             engine: EngineConfig::default(),
         }
@@ -109,11 +112,17 @@ impl Config {
             }
             fig = fig.merge(Toml::file(f));
         }
-        fig = fig.merge(
-            Env::prefixed("EDDY_")
-                .ignore(&["CONFIG", "LOG", "LOG_FORMAT"])
-                .split("__"),
-        );
+        // Only EDDY_* variables that name a setting are read: orchestrators inject their own
+        // (Kubernetes adds EDDY_SERVICE_HOST, EDDY_PORT... for a Service named eddy) and tools
+        // use EDDY_* knobs of their own; none of them may stop the worker from starting.
+        let known = known_keys();
+        let env = Env::prefixed("EDDY_")
+            .filter(move |k| {
+                let top = k.as_str().split("__").next().unwrap_or_default();
+                known.iter().any(|n| n.eq_ignore_ascii_case(top))
+            })
+            .split("__");
+        fig = fig.merge(env);
         for (k, v) in overrides {
             fig = fig.merge((*k, v.clone()));
         }
@@ -197,6 +206,13 @@ impl Config {
     }
 }
 
+fn known_keys() -> Vec<String> {
+    match serde_json::to_value(Config::default()) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +224,10 @@ mod tests {
             jail.set_env("EDDY_INPUT_TOPIC", "from.env");
             jail.set_env("EDDY_GROUP_ID", "g-env");
             jail.set_env("EDDY_ENGINE__IDLE_TIMEOUT_MS", "1234");
+            // Not settings: injected by Kubernetes or used by scripts. Must not break start-up.
+            jail.set_env("EDDY_SERVICE_HOST", "10.0.0.1");
+            jail.set_env("EDDY_PORT", "tcp://10.0.0.1:9464");
+            jail.set_env("EDDY_STACK_DIR", "/tmp/x");
             let cfg = Config::load(None, &[("group_id", "g-flag".into())]).unwrap();
             assert_eq!(cfg.input_topic, "from.env");
             assert_eq!(cfg.group_id, "g-flag");
@@ -215,6 +235,15 @@ mod tests {
             assert_eq!(cfg.output_topic, "agent.signals");
             Ok(())
         });
+    }
+
+    #[test]
+    fn example_file_documents_exactly_the_defaults() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/eddy.example.toml");
+        let from_file: Config = Figment::from(Toml::file(path))
+            .extract()
+            .expect("eddy.example.toml parses");
+        assert_eq!(from_file, Config::default());
     }
 
     #[test]

@@ -83,6 +83,28 @@ impl Default for FingerprintConfig {
     }
 }
 
+/// Response headers that differ on every response, in [`key_norm`] form.
+const HTTP_VOLATILE_HEADERS: &[&str] = &[
+    "date",
+    "expires",
+    "lastmodified",
+    "age",
+    "etag",
+    "setcookie",
+    "servertiming",
+    "xruntime",
+    "xresponsetime",
+    "xenvoyupstreamservicetime",
+    "cfray",
+    "xamzcfid",
+    "xamzntraceid",
+    "xamzrequestid",
+    "xservedby",
+    "xtimer",
+    "reportto",
+    "nel",
+];
+
 /// Key comparison form: lowercase ASCII alphanumerics only.
 pub fn key_norm(k: &str) -> String {
     k.chars()
@@ -127,6 +149,41 @@ impl Volatility {
             || (n > 9 && key_norm(k).ends_with("timestamp"))
     }
 
+    /// An HTTP response dump (`curl -i`, a raw client log): the values of volatile header
+    /// lines (the volatile keys, with or without an `x-` prefix, plus headers that change on
+    /// every response: date, age, etag, timings, CDN ids) are blanked; the status line and the
+    /// body are kept.
+    fn http_headers<'s>(&self, s: &'s str) -> std::borrow::Cow<'s, str> {
+        if !s.trim_start().starts_with("HTTP/") {
+            return std::borrow::Cow::Borrowed(s);
+        }
+        let mut out = String::with_capacity(s.len());
+        let mut in_headers = true;
+        for (i, line) in s.split('\n').enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            if in_headers && i > 0 {
+                if line.trim().is_empty() {
+                    in_headers = false;
+                } else if let Some((name, _)) = line.split_once(':') {
+                    let k = key_norm(name);
+                    let bare = k.strip_prefix('x').filter(|_| name.starts_with(['x', 'X']));
+                    if HTTP_VOLATILE_HEADERS.contains(&k.as_str())
+                        || self.keys.contains(&k)
+                        || bare.is_some_and(|b| self.keys.contains(b))
+                    {
+                        out.push_str(name);
+                        out.push_str(": <volatile>");
+                        continue;
+                    }
+                }
+            }
+            out.push_str(line);
+        }
+        std::borrow::Cow::Owned(out)
+    }
+
     /// The normalised value: volatile keys removed at every depth, strings normalised, numbers
     /// in one form. Keys are sorted on output by [`write_canonical`].
     pub fn normalize(&self, v: &Value) -> Value {
@@ -141,7 +198,9 @@ impl Volatility {
                 Value::Object(out)
             }
             Value::Array(a) => Value::Array(a.iter().map(|x| self.normalize(x)).collect()),
-            Value::String(s) if self.values => Value::String(normalize_volatile(s)),
+            Value::String(s) if self.values => {
+                Value::String(normalize_volatile(&self.http_headers(s)))
+            }
             Value::Number(n) => Value::Number(normalize_number(n)),
             other => other.clone(),
         }
@@ -363,6 +422,23 @@ mod tests {
         let v: Value = serde_json::from_str(json).unwrap();
         let vol = Volatility::new(&FingerprintConfig::default(), &[]);
         canonical_string(&vol.normalize(&v))
+    }
+
+    #[test]
+    fn http_response_dumps_drop_volatile_headers() {
+        let a = canon(
+            r#"{"out":"HTTP/1.1 200 OK\ndate: Mon, 11 May 2026 14:35:42 GMT\nx-request-id: 8060c5e0\nx-envoy-upstream-service-time: 11\ncontent-type: application/json\n\n{\"status\":\"Failed\"}"}"#,
+        );
+        let b = canon(
+            r#"{"out":"HTTP/1.1 200 OK\ndate: Tue, 12 May 2026 09:01:02 GMT\nx-request-id: 1b77c36a\nx-envoy-upstream-service-time: 52\ncontent-type: application/json\n\n{\"status\":\"Failed\"}"}"#,
+        );
+        assert_eq!(a, b);
+        let c = canon(
+            r#"{"out":"HTTP/1.1 200 OK\ndate: Tue, 12 May 2026 09:01:02 GMT\ncontent-type: application/json\n\n{\"status\":\"Ready\"}"}"#,
+        );
+        assert_ne!(a, c);
+        // Not an HTTP dump: left alone.
+        assert!(canon(r#"{"out":"date: 2026"}"#).contains("2026"));
     }
 
     #[test]

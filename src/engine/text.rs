@@ -336,6 +336,144 @@ pub fn normalize_message(s: &str) -> String {
     out
 }
 
+/// The identity form of an error message: [`normalize_message`] plus the values that differ
+/// between two occurrences of the *same* failure although they are not volatile in ordinary
+/// data: the frames of a Python traceback (the same exception reached through `python -m` or a
+/// direct call is one error), integer durations (`retry in 17s`, `345ms`), temporary paths
+/// (`/tmp/tmpa8f3kx2_/out.csv`, `/tmp/pytest-of-u/pytest-12/`), process ids (`pid 4242`) and
+/// generated ids that mix letters and digits (`req_7Hq2x9Lm0aZk`). Used for error keys only:
+/// in tool inputs and data such tokens can name different things.
+pub fn normalize_error(s: &str) -> String {
+    let s = strip_traceback_frames(s);
+    let norm = normalize_message(&s);
+    let mut out: Vec<String> = Vec::new();
+    let mut prev_pid = false;
+    for tok in norm.split(' ') {
+        let t = if prev_pid && tok.chars().all(|c| c.is_ascii_digit()) && !tok.is_empty() {
+            "<pid>".to_string()
+        } else {
+            normalize_error_token(tok)
+        };
+        let bare = tok.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        prev_pid = matches!(bare, "pid" | "process" | "worker");
+        out.push(t);
+    }
+    out.join(" ")
+}
+
+/// Python tracebacks: keep the header and the exception lines, drop the indented frames.
+fn strip_traceback_frames(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains("Traceback (most recent call last)") {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut in_tb = false;
+    for line in s.lines() {
+        if line
+            .trim_start()
+            .starts_with("Traceback (most recent call last)")
+        {
+            in_tb = true;
+            out.push_str(line.trim());
+            out.push('\n');
+            continue;
+        }
+        if in_tb && (line.starts_with(' ') || line.starts_with('\t')) {
+            continue;
+        }
+        in_tb = false;
+        out.push_str(line);
+        out.push('\n');
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+const TEMP_ROOTS: &[&str] = &[
+    "/tmp/",
+    "/var/tmp/",
+    "/var/folders/",
+    "/private/var/folders/",
+    "/private/tmp/",
+    "/dev/shm/",
+];
+
+fn normalize_error_token(tok: &str) -> String {
+    // Temporary paths, possibly quoted or embedded (`'/tmp/tmpx/out.csv'`, `rootdir=/tmp/...`).
+    for root in TEMP_ROOTS {
+        if let Some(at) = tok.find(root) {
+            let (head, path) = tok.split_at(at);
+            let path = path.trim_end_matches(['\'', '"', ',', ')', ']', ':']);
+            let tail = &tok[at + path.len()..];
+            let base = path.rsplit('/').find(|x| !x.is_empty()).unwrap_or("");
+            let keep = if base.contains('.') && !base.starts_with("tmp") {
+                base
+            } else {
+                ""
+            };
+            return format!("{head}<tmp>/{keep}{tail}");
+        }
+    }
+    // Integer durations: `17s`, `345ms`, `30sec`.
+    let dig = tok.bytes().take_while(u8::is_ascii_digit).count();
+    if dig > 0 && dig < tok.len() {
+        let unit = tok[dig..].trim_end_matches(['.', ',', ')', ';']);
+        if matches!(
+            unit,
+            "ms" | "s" | "sec" | "secs" | "seconds" | "second" | "min" | "mins" | "minutes"
+        ) {
+            return "<dur>".to_string();
+        }
+    }
+    // Generated ids: alphanumeric runs of 8+ mixing letters and digits several times.
+    let mut out = String::with_capacity(tok.len());
+    let mut changed = false;
+    for (is_word, part) in split_runs(tok) {
+        if is_word && looks_generated(part) {
+            out.push_str("<id>");
+            changed = true;
+        } else {
+            out.push_str(part);
+        }
+    }
+    if changed {
+        out
+    } else {
+        tok.to_string()
+    }
+}
+
+fn split_runs(s: &str) -> Vec<(bool, &str)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut cur: Option<bool> = None;
+    for (i, c) in s.char_indices() {
+        let w = c.is_ascii_alphanumeric();
+        if cur.is_some_and(|x| x != w) {
+            out.push((cur.unwrap_or(false), &s[start..i]));
+            start = i;
+        }
+        cur = Some(w);
+    }
+    if let Some(w) = cur {
+        out.push((w, &s[start..]));
+    }
+    out
+}
+
+fn looks_generated(run: &str) -> bool {
+    if run.len() < 8 {
+        return false;
+    }
+    let b = run.as_bytes();
+    let d = b.iter().filter(|c| c.is_ascii_digit()).count();
+    let l = b.len() - d;
+    let flips = b
+        .windows(2)
+        .filter(|w| w[0].is_ascii_digit() != w[1].is_ascii_digit())
+        .count();
+    d >= 2 && l >= 2 && flips >= 3
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,6 +505,36 @@ mod tests {
             "page 2 of 2024-05-01, deadbeef"
         );
         assert_eq!(normalize_volatile("café"), "café");
+    }
+
+    #[test]
+    fn error_identity_ignores_frames_durations_temp_paths_and_ids() {
+        let tb = |frames: &str| {
+            format!("Traceback (most recent call last):\n{frames}ModuleNotFoundError: No module named 'x'\n")
+        };
+        assert_eq!(
+            normalize_error(&tb("  File \"a.py\", line 3, in f\n    g()\n")),
+            normalize_error(&tb("  File \"<frozen runpy>\", line 198, in _run\n"))
+        );
+        assert_eq!(
+            normalize_error("429: try again in 17s (req_7f3a9c2e1b4d5a)"),
+            normalize_error("429: try again in 3s (req_0a1b2c3d4e5f6a)")
+        );
+        assert_eq!(
+            normalize_error(
+                "No such file: '/tmp/tmpab3k_x9q/export.csv', pid 4242 exited after 345ms"
+            ),
+            normalize_error("No such file: '/tmp/tmpzz81kq0w/export.csv', pid 17 exited after 9ms")
+        );
+        // Different errors stay different; ordinary words and versions are kept.
+        assert_ne!(
+            normalize_error("permission denied for table orders"),
+            normalize_error("permission denied for table payments")
+        );
+        assert_eq!(
+            normalize_error("psycopg2 sha256 x86_64"),
+            "psycopg2 sha256 x86_64"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! row derived from the messages before it, (2) the broker acknowledged every output event and
 //! dead letter they caused, and (3) the changelog holds the run state covering them. See
 //! DESIGN.md for the invariants and what each failure does.
+use crate::admin::{self, Health};
 use crate::config::Config;
 use crate::contract::{decode, Event};
 use crate::emit::{DeadLetter, EmitError, Emitter};
@@ -32,6 +33,8 @@ pub enum WorkerError {
     Commit(#[source] rdkafka::error::KafkaError),
     #[error("changelog restore task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Admin(#[from] admin::AdminError),
 }
 
 /// A token cancelled on SIGINT/SIGTERM.
@@ -84,6 +87,8 @@ struct Counters {
 }
 
 pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerError> {
+    let health = Arc::new(Health::default());
+    admin::serve(&cfg.admin_addr, health.clone()).await?;
     source::ensure_topics(&cfg).await?;
     let sink = ClickHouseSink::connect(&cfg).await?;
     let version = sink.version().await?;
@@ -102,12 +107,17 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
     let mut last_progress = Instant::now();
     let progress_every = Duration::from_secs(cfg.progress_interval_s.max(1));
     tracing::info!(topic = %cfg.input_topic, group = %cfg.group_id, "consuming");
+    health.set_clickhouse_ok(true);
+    health.set_consuming(true);
 
     loop {
         let timeout =
             deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
         let msg = tokio::select! {
-            _ = shutdown.cancelled() => break,
+            _ = shutdown.cancelled() => {
+                health.set_draining();
+                break;
+            }
             _ = tokio::time::sleep_until(timeout) => None,
             m = consumer.recv() => Some(m),
         };
@@ -119,6 +129,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         };
         for p in revoked {
             parts.remove(&p);
+            metrics::counter!("eddy_partitions_revoked_total").increment(1);
         }
         if let Some(m) = msg {
             let m = match m {
@@ -142,6 +153,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                 let restored =
                     tokio::task::spawn_blocking(move || changelog::restore(&brokers, &topic, p))
                         .await??;
+                metrics::histogram!("eddy_state_restore_seconds")
+                    .record(restored.elapsed.as_secs_f64());
                 tracing::info!(
                     partition = p,
                     open_runs = restored.runs.len(),
@@ -172,20 +185,35 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                 offset,
             };
             counters.events += 1;
+            metrics::counter!("eddy_events_consumed_total").increment(1);
             match m.payload().map(decode) {
                 Some(Ok(ev)) => {
                     let outcome = task.engine.apply(&ev, &mut outs);
+                    if matches!(outcome, Outcome::Redelivery(_)) {
+                        metrics::counter!("eddy_redeliveries_total").increment(1);
+                    }
                     if let (Event::Step(step), Outcome::Step(fps)) = (&ev, &outcome) {
                         batch.steps.push(StepRow::new(step, fps, src));
                     }
                     for o in outs.drain(..) {
                         emitter.send_output(&cfg.output_topic, &o)?;
+                        match &o {
+                            crate::contract::OutputEvent::LoopWarning(sig)
+                            | crate::contract::OutputEvent::LoopDetected(sig) => {
+                                metrics::counter!("eddy_signals_total", "detector" => sig.detector.clone(), "severity" => sig.severity.as_str()).increment(1);
+                            }
+                            crate::contract::OutputEvent::RunTerminated(t) => {
+                                metrics::counter!("eddy_runs_terminated_total", "loop_detected" => if t.loop_detected { "true" } else { "false" }).increment(1);
+                            }
+                        }
                         push_output(&mut batch, &o, src);
                         counters.outputs += 1;
                     }
                 }
                 Some(Err(e)) => {
                     counters.dead_letters += 1;
+                    metrics::counter!("eddy_dead_letters_total", "reason" => e.reason())
+                        .increment(1);
                     let detail = e.to_string();
                     emitter.send_dead_letter(
                         &cfg.dlq_topic,
@@ -202,6 +230,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                 }
                 None => {
                     counters.dead_letters += 1;
+                    metrics::counter!("eddy_dead_letters_total", "reason" => "empty_payload")
+                        .increment(1);
                     emitter.send_dead_letter(
                         &cfg.dlq_topic,
                         &DeadLetter {
@@ -235,6 +265,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                 &mut batch,
                 &changelog_topic,
                 &shutdown,
+                &health,
             )
             .await;
             match res {
@@ -254,6 +285,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         if cfg.progress_interval_s > 0 && last_progress.elapsed() >= progress_every {
             last_progress = Instant::now();
             let open: usize = parts.values().map(|t| t.engine.open_runs()).sum();
+            metrics::gauge!("eddy_open_runs").set(open as f64);
             tracing::info!(
                 events = counters.events,
                 outputs = counters.outputs,
@@ -277,6 +309,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
             &mut batch,
             &changelog_topic,
             &never,
+            &health,
         )
         .await?;
     }
@@ -302,13 +335,32 @@ async fn flush(
     batch: &mut Batch,
     changelog_topic: &str,
     shutdown: &CancellationToken,
+    health: &Health,
 ) -> Result<(), WorkerError> {
+    let started = Instant::now();
+    let rows = [
+        ("steps", batch.steps.len()),
+        ("signals", batch.signals.len()),
+        ("runs", batch.runs.len()),
+    ];
     // 1. ClickHouse: retried with capped, jittered back-off; a transient outage only grows lag.
     let mut delay = Duration::from_millis(200);
     loop {
+        let t = Instant::now();
         match sink.insert(batch).await {
-            Ok(()) => break,
+            Ok(()) => {
+                health.set_clickhouse_ok(true);
+                metrics::histogram!("eddy_clickhouse_insert_seconds")
+                    .record(t.elapsed().as_secs_f64());
+                for (table, n) in rows {
+                    metrics::counter!("eddy_clickhouse_rows_total", "table" => table)
+                        .increment(n as u64);
+                }
+                break;
+            }
             Err(e) if !shutdown.is_cancelled() => {
+                health.set_clickhouse_ok(false);
+                metrics::counter!("eddy_clickhouse_insert_errors_total").increment(1);
                 tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "ClickHouse insert failed; retrying");
                 let jitter = rand::random::<u64>() % (delay.as_millis() as u64 / 2 + 1);
                 tokio::time::sleep(delay + Duration::from_millis(jitter)).await;
@@ -337,6 +389,8 @@ async fn flush(
     if emitter.is_transactional() {
         // 3+4. Outputs, dead letters, changelog and offsets commit atomically (KIP-447).
         emitter.commit_transaction(&tpl, consumer)?;
+        metrics::counter!("eddy_commits_total", "result" => "transaction").increment(1);
+        metrics::histogram!("eddy_flush_seconds").record(started.elapsed().as_secs_f64());
         return Ok(());
     }
     // 3. Output events, dead letters and changelog acknowledged by the broker.
@@ -346,10 +400,15 @@ async fn flush(
     // offsets is already durable, the changelog says where the state stands, and whoever owns
     // the partition next re-reads at most this batch. So it is logged, never fatal.
     if tpl.count() > 0 {
-        if let Err(e) = tokio::task::block_in_place(|| consumer.commit(&tpl, CommitMode::Sync)) {
-            tracing::warn!(error = %e, "offset commit refused; the next commit or owner covers it");
+        match tokio::task::block_in_place(|| consumer.commit(&tpl, CommitMode::Sync)) {
+            Ok(()) => metrics::counter!("eddy_commits_total", "result" => "ok").increment(1),
+            Err(e) => {
+                metrics::counter!("eddy_commits_total", "result" => "refused").increment(1);
+                tracing::warn!(error = %e, "offset commit refused; the next commit or owner covers it");
+            }
         }
     }
+    metrics::histogram!("eddy_flush_seconds").record(started.elapsed().as_secs_f64());
     Ok(())
 }
 

@@ -146,6 +146,8 @@ pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
             cfg.batch_max_messages.to_string(),
         )
         .env("EDDY_PROGRESS_INTERVAL_S", "0")
+        // Several workers share this machine: each takes a free admin port.
+        .env("EDDY_ADMIN_ADDR", "127.0.0.1:0")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     for (k, v) in extra_env {

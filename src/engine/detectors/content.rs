@@ -34,7 +34,7 @@ impl Default for ContentConfig {
         Self {
             enabled: true,
             window: 10,
-            repeat: Levels::new(0, 3, 6),
+            repeat: Levels::new(2, 3, 6),
             similarity: 0.7,
             empty: Levels::new(0, 3, 6),
             chant_chunk: 50,

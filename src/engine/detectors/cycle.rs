@@ -11,7 +11,8 @@ use std::collections::{BTreeSet, VecDeque};
 #[serde(default, deny_unknown_fields)]
 pub struct CycleConfig {
     pub enabled: bool,
-    /// LoopGuard: cycles up to 4 actions long.
+    /// LoopGuard stops at 4; real loop bodies of a research or coding agent are often 5-6
+    /// calls (search, fetch, extract, fetch, search again), so up to 6.
     pub max_len: usize,
     /// In full rounds of the block (2 = the block seen twice).
     pub normal: Levels,
@@ -22,7 +23,7 @@ impl Default for CycleConfig {
     fn default() -> Self {
         Self {
             enabled: true,
-            max_len: 4,
+            max_len: 6,
             normal: Levels::new(2, 3, 5),
             repeatable: Levels::new(6, 10, 20),
         }
@@ -61,7 +62,7 @@ impl CycleState {
                 step: v.step.step_index,
                 action: v.action_key,
                 output: v.output_key,
-                repeatable: v.class.is_repeatable(),
+                repeatable: v.class.tolerates_same_output(),
             },
             max_len * (max_rounds + 1),
         );
@@ -106,7 +107,10 @@ impl CycleState {
             let bytes: Vec<u8> = rot.iter().flat_map(|x| x.to_le_bytes()).collect();
             let key = key64("cycle", &[&bytes]);
             matched.insert(key);
-            let repeatable = block.iter().any(|l| l.repeatable);
+            // A waiting cycle (poll + sleep) is mostly polls; a cycle of failing mutations
+            // with one status check in it (`git rebase` / `git status` / `git rebase --abort`)
+            // is not.
+            let repeatable = 2 * block.iter().filter(|l| l.repeatable).count() >= p;
             let levels = if repeatable {
                 cfg.repeatable
             } else {

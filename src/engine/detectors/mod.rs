@@ -410,7 +410,8 @@ impl RunDetectors {
         self.keelwave.on_step(&cfg.keelwave, step, &canon.fps, out);
         self.budget.on_step(&cfg.budget, &v, out);
         self.failure.on_step(&cfg.failure, &v, &before, out);
-        self.repeat.on_step(&cfg.repeat, &v, out);
+        self.repeat
+            .on_step(&cfg.repeat, &v, &before, &self.progress, out);
         self.stall.on_step(&cfg.stall, &v, out);
         self.cycle.on_step(&cfg.cycle, &v, out);
         self.neardup.on_step(&cfg.neardup, &v, out);

@@ -4,7 +4,7 @@
 //! stagnant too: the same failure, empty results, or the same non-trivial data. Paginated
 //! reads and queries whose results change never form a cluster.
 use super::{hex64, push_bounded, FailClass, Finding, Latch, Levels, OutKind, StepView};
-use crate::engine::text::{minhash, normalize_message, similarity, text_features};
+use crate::engine::text::{minhash, normalize_message, similarity, text_features, words};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeSet, VecDeque};
@@ -21,6 +21,10 @@ pub struct NearDupConfig {
     /// When the shared result is the same non-empty data, stricter: lookups of different
     /// entities often return identical data (`{"plan": "pro"}`) and are a batch, not a loop.
     pub similarity_data: f64,
+    /// ... unless that data is rich: an identical answer of at least this many distinct words
+    /// (a result list with titles and urls) to similar questions means the questions were the
+    /// same, so `similarity` applies. 0 disables.
+    pub rich_data_words: usize,
     /// Similar calls with stagnant outputs, including the current one (LoopGuard: 3).
     pub levels: Levels,
 }
@@ -32,6 +36,7 @@ impl Default for NearDupConfig {
             window: 10,
             similarity: 0.3,
             similarity_data: 0.6,
+            rich_data_words: 12,
             levels: Levels::new(3, 4, 8),
         }
     }
@@ -102,11 +107,17 @@ impl NearDupState {
             result: v.failure.as_ref().map_or(v.output_key, |f| f.error_key),
             sig: minhash(feats.iter().map(String::as_str)),
         };
+        let rich = cfg.rich_data_words > 0 && cur.kind == OutKind::Data && {
+            let mut ws = words(&v.canon.output_text);
+            ws.sort_unstable();
+            ws.dedup();
+            ws.len() >= cfg.rich_data_words
+        };
         let cluster: Vec<&Call> = self
             .window
             .iter()
             .filter(|c| {
-                let min = if cur.kind == OutKind::Data {
+                let min = if cur.kind == OutKind::Data && !rich {
                     cfg.similarity_data
                 } else {
                     cfg.similarity

@@ -3,7 +3,7 @@
 //! same call with a different output is progress: it purges that call's older entries and
 //! re-arms its warnings (loopctl's rule), so a poll that finally changes is never flagged.
 //! Failed calls are left to `repeated_failure`, which knows retry semantics.
-use super::{hex64, push_bounded, Finding, Latch, Levels, StepView};
+use super::{hex64, push_bounded, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
 use crate::engine::text::key64;
 use serde::{Deserialize, Serialize};
@@ -22,6 +22,10 @@ pub struct RepeatConfig {
     pub normal: Levels,
     /// OpenClaw's poll proposal (#16808): warn at 10 unchanged polls, kill at twice that.
     pub repeatable: Levels,
+    /// The count starts over when at least this many new successful actions happened since the
+    /// previous occurrence (re-reading a config file between edits of different files is work,
+    /// the same rule `repeated_failure` applies to "other" failures). 0 disables.
+    pub reset_after_new_actions: u64,
 }
 
 impl Default for RepeatConfig {
@@ -32,6 +36,7 @@ impl Default for RepeatConfig {
             window_repeatable: 48,
             normal: Levels::new(3, 5, 10),
             repeatable: Levels::new(10, 20, 40),
+            reset_after_new_actions: 2,
         }
     }
 }
@@ -42,6 +47,9 @@ struct Entry {
     primary: u64,
     output: u64,
     repeatable: bool,
+    /// `Progress::novel_actions` after this step.
+    #[serde(default)]
+    work: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -55,11 +63,29 @@ fn op_key(primary: u64, output: u64) -> u64 {
 }
 
 impl RepeatState {
-    pub fn on_step(&mut self, cfg: &RepeatConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+    pub fn on_step(
+        &mut self,
+        cfg: &RepeatConfig,
+        v: &StepView<'_>,
+        before: &Progress,
+        now: &Progress,
+        out: &mut Vec<Finding>,
+    ) {
         if !cfg.enabled || !v.counted_tool() || v.failure.is_some() {
             return;
         }
-        let repeatable = v.class.is_repeatable();
+        let repeatable = v.class.tolerates_same_output();
+        // New work since the previous occurrence of this very operation: start over.
+        let same = |e: &Entry| e.primary == v.primary_key && e.output == v.output_key;
+        if cfg.reset_after_new_actions > 0 {
+            let last_work = self.window.iter().rev().find(|e| same(e)).map(|e| e.work);
+            if last_work.is_some_and(|w| {
+                before.novel_actions.saturating_sub(w) >= cfg.reset_after_new_actions
+            }) {
+                self.window.retain(|e| !same(e));
+                self.latch.rearm(op_key(v.primary_key, v.output_key));
+            }
+        }
         // Progress: the same call answered differently. Forget its stale entries and warnings.
         let stale: Vec<u64> = self
             .window
@@ -82,6 +108,7 @@ impl RepeatState {
                 primary: v.primary_key,
                 output: v.output_key,
                 repeatable,
+                work: now.novel_actions,
             },
             cap,
         );

@@ -3,7 +3,7 @@
 use super::{DetectorConfig, ToolPolicy};
 use crate::contract::Step;
 use crate::engine::fingerprint::{canonical_string, Canonical};
-use crate::engine::text::{has_phrase, has_phrase_str, key64, normalize_message, words};
+use crate::engine::text::{has_phrase, has_phrase_str, key64, normalize_error, words};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -24,6 +24,14 @@ pub enum ToolClass {
 impl ToolClass {
     pub fn is_repeatable(self) -> bool {
         matches!(self, ToolClass::Poll | ToolClass::Step | ToolClass::Scroll)
+    }
+
+    /// Whether the *same answer* to the same call is expected for a while. Only waiting does
+    /// that: a debugger step or a scroll that returns exactly what it returned before moved
+    /// nothing (stuck on a line, at the end of the page, or an environment `step` that hits a
+    /// wall), so those get the normal thresholds once their output stops changing.
+    pub fn tolerates_same_output(self) -> bool {
+        matches!(self, ToolClass::Poll)
     }
 }
 
@@ -101,7 +109,15 @@ impl<'a> StepView<'a> {
         let class = match (tool, policy.and_then(|p| p.class)) {
             (None, _) => ToolClass::Normal,
             (Some(_), Some(c)) => c,
-            (Some(t), None) => infer_class(cfg, t, &canon.input),
+            (Some(t), None) => match infer_class(cfg, t, &canon.input) {
+                ToolClass::Normal
+                    if step.tool_success != Some(false)
+                        && reports_in_progress(&canon.output_text) =>
+                {
+                    ToolClass::Poll
+                }
+                c => c,
+            },
         };
         let tool_key = tool.map_or(0, |t| key64("tool", &[t.as_bytes()]));
         let action_key = fp64(canon.fps.canonical_input);
@@ -172,11 +188,26 @@ fn split_name(name: &str) -> Vec<String> {
 
 /// Repeatable tools are recognised by name (`get_job_status`, `sleep`) or by their action
 /// argument (`browser {"action": "scroll_down"}`, `bash {"command": "sleep 30"}`,
-/// `debugger {"cmd": "next"}`). A short command is read word by word (so `git status` polls but
-/// `pytest test_status.py` does not).
+/// `debugger {"cmd": "next"}`). A short argument is read word by word (so `git status` polls but
+/// `pytest test_status.py` does not). A shell command is read segment by segment (`&&`, `||`,
+/// `;`, new lines): the program of every segment whatever its length (`sleep 30 && curl ...`
+/// waits), and the words of a short segment, but never what follows a pipe (in
+/// `ls migrations/ | tail -3`, `tail` is a filter, not a log tail).
 fn infer_class(cfg: &DetectorConfig, tool: &str, input: &Value) -> ToolClass {
     let mut cands: Vec<String> = split_name(tool);
     cands.push(tool.to_ascii_lowercase());
+    let short_words = |s: &str, cands: &mut Vec<String>| {
+        if s.len() <= 60 {
+            let ws: Vec<&str> = s.split_whitespace().collect();
+            if ws.len() <= 6 {
+                cands.extend(
+                    ws.iter()
+                        .map(|w| w.trim_start_matches('-').to_ascii_lowercase()),
+                );
+            }
+            cands.push(s.trim().to_ascii_lowercase());
+        }
+    };
     if let Value::Object(m) = input {
         for k in [
             "action",
@@ -188,17 +219,23 @@ fn infer_class(cfg: &DetectorConfig, tool: &str, input: &Value) -> ToolClass {
             "type",
             "kind",
         ] {
-            if let Some(Value::String(s)) = m.get(k) {
-                if s.len() <= 60 {
-                    let ws: Vec<&str> = s.split_whitespace().collect();
-                    if ws.len() <= 6 {
-                        cands.extend(
-                            ws.iter()
-                                .map(|w| w.trim_start_matches('-').to_ascii_lowercase()),
-                        );
-                    }
-                    cands.push(s.trim().to_ascii_lowercase());
+            let Some(Value::String(s)) = m.get(k) else {
+                continue;
+            };
+            if !matches!(k, "command" | "cmd") {
+                short_words(s, &mut cands);
+                continue;
+            }
+            for seg in s
+                .split("&&")
+                .flat_map(|x| x.split("||"))
+                .flat_map(|x| x.split([';', '\n']))
+            {
+                let head = seg.split('|').next().unwrap_or(seg);
+                if let Some(prog) = head.split_whitespace().next() {
+                    cands.push(prog.rsplit('/').next().unwrap_or(prog).to_ascii_lowercase());
                 }
+                short_words(head, &mut cands);
             }
         }
     }
@@ -212,6 +249,45 @@ fn infer_class(cfg: &DetectorConfig, tool: &str, input: &Value) -> ToolClass {
     } else {
         ToolClass::Normal
     }
+}
+
+/// States that say "not finished yet": a call answering one of them is a status check, and
+/// the same answer several times in a row is waiting, not a loop.
+const IN_PROGRESS: &[&str] = &[
+    "queued",
+    "pending",
+    "running",
+    "in_progress",
+    "inprogress",
+    "in-progress",
+    "starting",
+    "creating",
+    "containercreating",
+    "provisioning",
+    "building",
+    "deploying",
+    "waiting",
+    "processing",
+    "initializing",
+    "initialising",
+    "scheduled",
+    "not_started",
+];
+
+/// Whether a (short) output reports an in-progress state: a `status` / `state` / `phase` /
+/// `health` key (in JSON, YAML or `key: value` text) immediately followed by an in-progress
+/// value. Read from what the tool answered, so it works for any tool name (`bash` running
+/// `gh run view`, a REST client, `docker compose ps`).
+pub fn reports_in_progress(output_text: &str) -> bool {
+    if output_text.len() > 2000 {
+        return false;
+    }
+    let toks = words(output_text);
+    toks.windows(2).any(|w| {
+        let k = w[0].as_str();
+        let is_key = k.ends_with("status") || k.ends_with("state") || k == "phase" || k == "health";
+        is_key && IN_PROGRESS.contains(&w[1].as_str())
+    })
 }
 
 const ERROR_FIELDS: &[&str] = &[
@@ -392,6 +468,8 @@ const PERMANENT_WORDS: &[&str] = &[
     "malformed",
     "unsupported",
     "nonexistent",
+    "modulenotfounderror",
+    "filenotfounderror",
 ];
 const PERMANENT_PHRASES: &[&[&str]] = &[
     &["not", "found"],
@@ -410,6 +488,8 @@ const PERMANENT_PHRASES: &[&[&str]] = &[
     &["not", "permitted"],
     &["api", "key"],
     &["is", "required"],
+    &["no", "module", "named"],
+    &["cannot", "import", "name"],
 ];
 
 fn classify_failure(
@@ -439,7 +519,7 @@ fn classify_failure(
     } else {
         FailClass::Other
     };
-    let norm = normalize_message(&text);
+    let norm = normalize_error(&text);
     let mut short = norm.clone();
     if short.len() > 160 {
         let mut end = 160;
@@ -619,6 +699,71 @@ mod tests {
         assert_eq!(
             view_of("read", "{}", r#""cannot open auth.py""#, Some(false)).0,
             Some(FailClass::Other)
+        );
+    }
+
+    #[test]
+    fn polls_are_recognised_from_outputs_and_shell_segments() {
+        // Any tool name: the output says "not finished yet".
+        assert_eq!(
+            view_of(
+                "ci_api",
+                r#"{"path":"/runs/1"}"#,
+                r#"{"status":"in_progress","conclusion":null}"#,
+                Some(true)
+            )
+            .2,
+            ToolClass::Poll
+        );
+        assert_eq!(
+            view_of(
+                "bash",
+                r#"{"command":"docker compose ps"}"#,
+                r#""api Up 2 minutes (health: starting)""#,
+                Some(true)
+            )
+            .2,
+            ToolClass::Poll
+        );
+        // A finished state, or the word alone in prose, is not a poll.
+        assert_eq!(
+            view_of("ci_api", "{}", r#"{"status":"failed"}"#, Some(true)).2,
+            ToolClass::Normal
+        );
+        assert_eq!(
+            view_of("bash", "{}", r#""running 3 tests""#, Some(true)).2,
+            ToolClass::Normal
+        );
+        // Long commands: each segment's program counts; what follows a pipe does not.
+        assert_eq!(
+            view_of(
+                "bash",
+                r#"{"command":"sleep 30 && curl -s https://ci.internal/api/v2/pipelines/1234567890"}"#,
+                "{}",
+                None
+            )
+            .2,
+            ToolClass::Poll
+        );
+        assert_eq!(
+            view_of(
+                "bash",
+                r#"{"command":"ls migrations/ | tail -3"}"#,
+                "{}",
+                None
+            )
+            .2,
+            ToolClass::Normal
+        );
+        assert_eq!(
+            view_of(
+                "bash",
+                r#"{"command":"tail -n 20 /tmp/build.log"}"#,
+                "{}",
+                None
+            )
+            .2,
+            ToolClass::Poll
         );
     }
 

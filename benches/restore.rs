@@ -1,0 +1,88 @@
+//! Changelog restore time for N live runs on one partition, against the real broker.
+//!
+//!   eval "$(scripts/stack env)"; cargo bench --bench restore -- 100000
+//!
+//! Builds N realistic open runs by replaying simulated traffic through a PartitionEngine, writes
+//! their changelog records exactly as the worker does, then times `changelog::restore` (reading
+//! the partition to its end and decoding every record) three times and prints min/median/max.
+use eddy::config::Config;
+use eddy::engine::{EngineConfig, PartitionEngine};
+use eddy::source::changelog;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn main() {
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(100_000);
+    let brokers = std::env::var("EDDY_KAFKA_BROKERS")
+        .expect("set EDDY_KAFKA_BROKERS (eval \"$(scripts/stack env)\")");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let cfg = Config {
+        kafka_brokers: brokers.clone(),
+        group_id: format!("bench-restore-{}", std::process::id()),
+        input_topic: format!("bench.restore.{}.steps", std::process::id()),
+        output_topic: format!("bench.restore.{}.signals", std::process::id()),
+        dlq_topic: format!("bench.restore.{}.dlq", std::process::id()),
+        topic_partitions: 1,
+        ..Config::default()
+    };
+    rt.block_on(eddy::source::ensure_topics(&cfg))
+        .expect("topics");
+
+    // Open runs: the simulator's runs, cut before their run_finished, some steps in.
+    let sim = eddy::simulate::SimulateArgs {
+        runs: n,
+        loop_rate: 0.3,
+        seed: 5,
+        projects: 10,
+        start_ms: 1_767_225_600_000,
+        out: None,
+        unfinished_rate: 1.0,
+    };
+    let mut engine = PartitionEngine::new(Arc::new(EngineConfig {
+        idle_timeout_ms: 0,
+        ..EngineConfig::default()
+    }));
+    let mut outs = Vec::new();
+    for (_, _, line) in eddy::simulate::generate(&sim) {
+        if let Ok(ev) = eddy::contract::decode(line.as_bytes()) {
+            engine.apply(&ev, &mut outs);
+            outs.clear();
+        }
+    }
+    assert_eq!(engine.open_runs(), n, "every run is open");
+    let topic = cfg.changelog_topic();
+    let mut bytes = 0usize;
+    rt.block_on(async {
+        let mut em = eddy::emit::Emitter::plain(&cfg).expect("producer");
+        let changes = engine.take_changes();
+        for c in &changes {
+            let (k, v) = changelog::encode(c);
+            bytes += k.len() + v.as_ref().map_or(0, Vec::len);
+            em.send_changelog(&topic, 0, &k, v.as_deref())
+                .expect("send");
+        }
+        let meta = changelog::encode_meta(1, engine.meta());
+        em.send_changelog(&topic, 0, changelog::META_KEY, Some(&meta))
+            .expect("send");
+        em.flush().await.expect("delivered");
+    });
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let r = changelog::restore(&brokers, &topic, 0).expect("restore");
+        times.push(t.elapsed().as_secs_f64());
+        assert_eq!(r.runs.len(), n);
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "restore of {n} live runs ({:.1} MiB, {:.0} B/run on the changelog): min {:.2}s median {:.2}s max {:.2}s",
+        bytes as f64 / 1048576.0,
+        bytes as f64 / n as f64,
+        times[0],
+        times[1],
+        times[2]
+    );
+}

@@ -1,0 +1,152 @@
+//! Lifecycle: readiness and metrics over HTTP, and a graceful restart that loses nothing and,
+//! because the final flush commits everything, repeats nothing either.
+mod common;
+
+use common::*;
+use eddy::contract::OutputEvent;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const T0: i64 = 1_767_225_600_000;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// (status, body) of a GET, or None while nothing listens.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).ok()?;
+    let status = resp.split_whitespace().nth(1)?.parse().ok()?;
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+fn await_http(
+    port: u16,
+    path: &str,
+    timeout: Duration,
+    ok: impl Fn(u16, &str) -> bool,
+) -> (u16, String) {
+    let start = Instant::now();
+    loop {
+        if let Some((st, body)) = http_get(port, path) {
+            if ok(st, &body) {
+                return (st, body);
+            }
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "GET {path} never satisfied the condition"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_restart_loses_and_repeats_nothing() {
+    let ep = endpoints().await;
+    let cfg = test_config(&ep, "lifecycle");
+    let sim = eddy::simulate::SimulateArgs {
+        runs: 300,
+        loop_rate: 0.3,
+        seed: 3,
+        projects: 2,
+        start_ms: T0,
+        out: None,
+        unfinished_rate: 0.0,
+    };
+    let lines: Vec<(String, String)> = eddy::simulate::generate(&sim)
+        .into_iter()
+        .map(|(_, k, l)| (k, l))
+        .collect();
+    let input: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
+    let (want, _) = eddy::replay::replay_to_vec(
+        input.as_bytes(),
+        Arc::new(cfg.engine.clone()),
+        cfg.topic_partitions as u32,
+    );
+    let want: BTreeMap<String, OutputEvent> = want
+        .into_iter()
+        .map(|o| (o.event_id().to_string(), o))
+        .collect();
+    let (first, second) = lines.split_at(lines.len() / 2);
+
+    produce(&cfg, first).await;
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut w = spawn_worker(&cfg, &[("EDDY_ADMIN_ADDR", addr.clone())]);
+    await_http(port, "/livez", Duration::from_secs(30), |st, _| st == 200);
+    await_http(port, "/readyz", Duration::from_secs(60), |st, _| st == 200);
+    let first_steps = first
+        .iter()
+        .filter(|(_, l)| l.contains("\"kind\":\"step\""))
+        .count() as u64;
+    assert_eq!(
+        await_ch_count(
+            &cfg,
+            "SELECT count() FROM {db}.steps FINAL",
+            first_steps,
+            Duration::from_secs(60)
+        )
+        .await,
+        first_steps
+    );
+    let (_, metrics) = await_http(port, "/metrics", Duration::from_secs(10), |st, b| {
+        st == 200 && b.contains("eddy_events_consumed_total")
+    });
+    let consumed: f64 = metrics
+        .lines()
+        .find(|l| l.starts_with("eddy_events_consumed_total"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+        .expect("counter value");
+    assert_eq!(
+        consumed as usize,
+        first.len(),
+        "every consumed message is counted"
+    );
+    assert!(metrics.contains("eddy_clickhouse_rows_total"));
+
+    // SIGTERM: flush, final commit, exit 0.
+    stop_gracefully(&mut w);
+    let status = w.try_wait().expect("wait").expect("exited");
+    assert!(status.success(), "graceful shutdown exits 0, got {status}");
+
+    produce(&cfg, second).await;
+    let mut w = spawn_worker(&cfg, &[("EDDY_ADMIN_ADDR", addr)]);
+    let recs = read_topic_until(
+        &cfg,
+        &cfg.output_topic,
+        Duration::from_secs(120),
+        Some(&mut w),
+        |r| r.len() >= want.len(),
+    );
+    let got = outputs(&recs);
+    let got_map: BTreeMap<String, OutputEvent> = got
+        .iter()
+        .map(|o| (o.event_id().to_string(), o.clone()))
+        .collect();
+    assert_eq!(
+        got_map, want,
+        "the restarted worker continues exactly where it stopped"
+    );
+    assert_eq!(got.len(), want.len(), "a graceful restart repeats nothing");
+    stop_gracefully(&mut w);
+}

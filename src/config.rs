@@ -30,7 +30,7 @@ pub enum Delivery {
     ExactlyOnce,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub delivery: Delivery,
@@ -63,9 +63,25 @@ pub struct Config {
     pub kafka_producer: BTreeMap<String, String>,
     /// Admin HTTP server (/metrics, /livez, /readyz). Loopback by default; in a pod, 0.0.0.0.
     pub admin_addr: String,
+    /// After SIGTERM/SIGINT the worker flushes, commits and exits; past this grace period it
+    /// exits anyway (non-zero). A second signal exits at once. Keep it below the orchestrator's
+    /// own grace period (Kubernetes: 30 s).
+    pub shutdown_grace_ms: u64,
     /// Print a progress line every this many seconds (0 = never).
     pub progress_interval_s: u64,
+    /// `eddy ingest-http` (keelwave-compatible ingest API) listens here.
+    pub ingest_addr: String,
+    /// `eddy ingest-http` API keys (`kw_...`) → project id. The keys are secrets: never logged,
+    /// masked in `redacted()`.
+    pub ingest_api_keys: BTreeMap<String, String>,
     pub engine: EngineConfig,
+}
+
+/// Debug output ends up in logs: it shows the redacted form only.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Config({})", self.redacted())
+    }
 }
 
 impl Default for Config {
@@ -93,7 +109,10 @@ impl Default for Config {
             kafka_consumer: BTreeMap::new(),
             kafka_producer: BTreeMap::new(),
             admin_addr: "127.0.0.1:9464".into(),
+            shutdown_grace_ms: 25_000,
             progress_interval_s: 10,
+            ingest_addr: "127.0.0.1:8080".into(),
+            ingest_api_keys: BTreeMap::new(),
             engine: EngineConfig::default(),
         }
     }
@@ -129,6 +148,22 @@ impl Config {
         let cfg: Config = fig.extract().map_err(Box::new)?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// The effective configuration as JSON with secrets masked, for `eddy config check`.
+    pub fn redacted(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        redact(&mut v);
+        // Ingest API keys are map keys, not values: mask them, keep the projects visible.
+        if let Some(serde_json::Value::Object(keys)) = v.get_mut("ingest_api_keys") {
+            let masked = std::mem::take(keys)
+                .into_iter()
+                .enumerate()
+                .map(|(i, (_, project))| (format!("kw_***{}", i + 1), project))
+                .collect();
+            *keys = masked;
+        }
+        v
     }
 
     pub fn transactional_id(&self) -> String {
@@ -206,6 +241,34 @@ impl Config {
     }
 }
 
+/// A key names a secret when it mentions a password, secret, token or credential (this covers
+/// librdkafka's `sasl.password`, `ssl.key.password`, `sasl.oauthbearer.client.secret`, ...).
+fn is_secret_key(k: &str) -> bool {
+    let k = k.to_ascii_lowercase();
+    [
+        "password",
+        "secret",
+        "token",
+        "credential",
+        "sasl.jaas",
+        "ssl.key.pem",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+}
+
+fn redact(v: &mut serde_json::Value) {
+    if let serde_json::Value::Object(m) = v {
+        for (k, val) in m.iter_mut() {
+            if is_secret_key(k) && !val.is_null() {
+                *val = serde_json::Value::String("***".into());
+            } else {
+                redact(val);
+            }
+        }
+    }
+}
+
 fn known_keys() -> Vec<String> {
     match serde_json::to_value(Config::default()) {
         Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
@@ -235,6 +298,31 @@ mod tests {
             assert_eq!(cfg.output_topic, "agent.signals");
             Ok(())
         });
+    }
+
+    #[test]
+    fn secrets_are_masked_in_the_printed_config() {
+        let mut cfg = Config {
+            clickhouse_password: Some("hunter2".into()),
+            ..Config::default()
+        };
+        cfg.kafka_consumer
+            .insert("sasl.password".into(), "s3cret-kafka".into());
+        cfg.kafka_producer
+            .insert("sasl.username".into(), "svc-eddy".into());
+        let shown = cfg.redacted().to_string();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!shown.contains("s3cret-kafka"), "{shown}");
+        assert!(
+            shown.contains("svc-eddy"),
+            "non-secrets stay visible: {shown}"
+        );
+        // Debug output goes to logs: it must not carry them either.
+        let debug = format!("{cfg:?}");
+        assert!(
+            !debug.contains("hunter2") && !debug.contains("s3cret-kafka"),
+            "{debug}"
+        );
     }
 
     #[test]

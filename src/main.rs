@@ -63,6 +63,15 @@ impl Common {
 }
 
 #[derive(Subcommand)]
+enum ConfigCmd {
+    /// Load and validate; print the effective configuration as JSON with secrets masked.
+    Check {
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Subcommand)]
 enum Cmd {
     /// Run the worker: consume steps, detect loops, publish signals, sink to ClickHouse.
     Run {
@@ -78,6 +87,11 @@ enum Cmd {
         /// Print a per-run summary table on stderr.
         #[arg(long)]
         summary: bool,
+    },
+    /// Validate the configuration (file + env + flags) and print it, secrets masked.
+    Config {
+        #[command(subcommand)]
+        cmd: ConfigCmd,
     },
     /// Apply ClickHouse migrations and exit.
     Migrate {
@@ -102,8 +116,17 @@ fn main() -> Result<()> {
         Cmd::Run { common } => {
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
             runtime()?.block_on(async {
-                eddy::worker::run(cfg, eddy::worker::shutdown_on_signal()).await
+                let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
+                eddy::worker::run(cfg, eddy::worker::shutdown_on_signal(grace)).await
             })?;
+            Ok(())
+        }
+        Cmd::Config {
+            cmd: ConfigCmd::Check { common },
+        } => {
+            let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
+            println!("{}", serde_json::to_string_pretty(&cfg.redacted())?);
+            eprintln!("config: ok");
             Ok(())
         }
         Cmd::Migrate { common } => {

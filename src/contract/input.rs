@@ -84,6 +84,26 @@ pub struct RunFinished {
     pub status: RunStatus,
     pub termination_reason: Option<TerminationReason>,
     pub output: Option<String>,
+    /// The loop flag the agent computed itself (keelwave's finish `loop_detected`), if reported.
+    pub reported_loop_detected: Option<bool>,
+    /// Where the agent says its loop began (keelwave's `loop_step_index`).
+    pub reported_loop_step_index: Option<u64>,
+    /// Totals the agent counted itself (keelwave's finish totals).
+    pub reported_totals: Option<ReportedTotals>,
+}
+
+/// Run totals as reported by the agent (optional `reported_totals` on `run_finished`), under
+/// keelwave's finish-call names. eddy keeps its own totals; these are recorded for comparison.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, Deserialize)]
+pub struct ReportedTotals {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_steps: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, Deserialize)]
@@ -187,6 +207,12 @@ struct Wire<'a> {
     status: Option<String>,
     termination_reason: Option<String>,
     output: Option<String>,
+    #[serde(borrow)]
+    reported_loop_detected: Option<&'a RawValue>,
+    #[serde(borrow)]
+    reported_loop_step_index: Option<&'a RawValue>,
+    #[serde(borrow)]
+    reported_totals: Option<&'a RawValue>,
 }
 
 fn json_type_name(bytes: &[u8]) -> &'static str {
@@ -297,6 +323,21 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 status,
                 termination_reason,
                 output: wire.output,
+                reported_loop_detected: opt(
+                    wire.reported_loop_detected,
+                    "reported_loop_detected",
+                    |r| serde_json::from_str::<bool>(r.get()).ok(),
+                )?,
+                reported_loop_step_index: opt(
+                    wire.reported_loop_step_index,
+                    "reported_loop_step_index",
+                    |r| parse_u64(r, "reported_loop_step_index").ok(),
+                )?,
+                reported_totals: opt(wire.reported_totals, "reported_totals", |r| {
+                    serde_json::from_str::<ReportedTotals>(r.get())
+                        .ok()
+                        .filter(|t| t.total_cost_usd.is_none_or(|c| c.is_finite() && c >= 0.0))
+                })?,
             }))
         }
         other => Err(DecodeError::UnknownKind(other.to_string())),
@@ -428,6 +469,30 @@ mod tests {
         let a = decode(br#"{"v":1,"kind":"run_started","project_id":"p","run_id":"r","ts":1767225600000,"agent_name":"a"}"#).unwrap();
         let b = decode(br#"{"v":1,"kind":"run_started","project_id":"p","run_id":"r","ts":"2026-01-01T00:00:00Z","agent_name":"a"}"#).unwrap();
         assert_eq!(a.ts_ms(), b.ts_ms());
+    }
+
+    #[test]
+    fn run_finished_carries_what_the_agent_reported() {
+        let msg = br#"{"v":1,"kind":"run_finished","project_id":"p","run_id":"r","ts":1,"status":"completed","reported_loop_detected":true,"reported_loop_step_index":1,"reported_totals":{"total_steps":7,"total_tokens":5120,"total_cost_usd":0.0132,"duration_ms":8312}}"#;
+        let Event::RunFinished(f) = decode(msg).expect("valid run_finished") else {
+            panic!("not a run_finished")
+        };
+        assert_eq!(f.reported_loop_detected, Some(true));
+        assert_eq!(f.reported_loop_step_index, Some(1));
+        let t = f.reported_totals.expect("totals");
+        assert_eq!((t.total_steps, t.total_tokens), (Some(7), Some(5120)));
+        assert_eq!(
+            (t.total_cost_usd, t.duration_ms),
+            (Some(0.0132), Some(8312))
+        );
+        // Absent means not reported, never false.
+        let Event::RunFinished(f) = decode(br#"{"v":1,"kind":"run_finished","project_id":"p","run_id":"r","ts":1,"status":"failed"}"#).unwrap() else {
+            panic!("not a run_finished")
+        };
+        assert_eq!(f.reported_loop_detected, None);
+        assert!(f.reported_totals.is_none());
+        let bad = decode(br#"{"v":1,"kind":"run_finished","project_id":"p","run_id":"r","ts":1,"status":"failed","reported_loop_detected":"yes"}"#);
+        assert_eq!(bad.unwrap_err().reason(), "invalid_field");
     }
 
     #[test]

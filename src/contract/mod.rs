@@ -4,5 +4,7 @@
 pub mod input;
 pub mod output;
 
-pub use input::{decode, DecodeError, Event, RunFinished, RunKey, RunStarted, Step};
+pub use input::{
+    decode, DecodeError, Event, ReportedTotals, RunFinished, RunKey, RunStarted, Step,
+};
 pub use output::{OutputEvent, RunTerminated, Severity, Signal, Totals};

@@ -343,7 +343,10 @@ fn terminated(key: &RunKey, state: &RunState, end: run::End<'_>) -> RunTerminate
         loop_detected: state.loop_detected,
         loop_step_index: state.loop_step_index,
         loop_caught_step_index: state.loop_caught_step_index,
-        reported_loop_detected: None,
+        reported_loop_detected: match end {
+            run::End::Finished(e) => e.reported_loop_detected,
+            run::End::Idle { .. } => None,
+        },
         signals: state.signals,
         redeliveries: state.redeliveries,
         totals: state.totals(end_ms),

@@ -54,7 +54,20 @@ pub struct RebalanceContext {
     pub state: Arc<Mutex<Assignment>>,
 }
 
-impl ClientContext for RebalanceContext {}
+impl ClientContext for RebalanceContext {
+    /// librdkafka statistics (every `statistics.interval.ms`): per-partition consumer lag.
+    fn stats(&self, stats: rdkafka::Statistics) {
+        if let Some(t) = stats.topics.get(&self.topic) {
+            for (p, part) in &t.partitions {
+                // -1 = unknown (not yet fetched / not assigned here).
+                if *p >= 0 && part.consumer_lag >= 0 {
+                    metrics::gauge!("eddy_consumer_lag_messages", "partition" => p.to_string())
+                        .set(part.consumer_lag as f64);
+                }
+            }
+        }
+    }
+}
 
 impl ConsumerContext for RebalanceContext {
     fn post_rebalance(&self, _c: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
@@ -99,7 +112,8 @@ pub fn consumer(cfg: &Config) -> Result<(Input, Arc<Mutex<Assignment>>), SourceE
         .set("auto.offset.reset", "earliest")
         .set("partition.assignment.strategy", "cooperative-sticky")
         .set("session.timeout.ms", cfg.session_timeout_ms.to_string())
-        .set("isolation.level", "read_committed");
+        .set("isolation.level", "read_committed")
+        .set("statistics.interval.ms", "5000");
     for (k, v) in &cfg.kafka_consumer {
         cc.set(k, v);
     }

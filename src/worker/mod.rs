@@ -37,34 +37,64 @@ pub enum WorkerError {
     Admin(#[from] admin::AdminError),
 }
 
-/// A token cancelled on SIGINT/SIGTERM.
-pub fn shutdown_on_signal() -> CancellationToken {
+/// A token cancelled on the first SIGINT/SIGTERM. A second signal, or the grace period running
+/// out, exits the process at once: a stuck flush must not outlive the orchestrator's patience.
+pub fn shutdown_on_signal(grace: Duration) -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
     tokio::spawn(async move {
-        let ctrl_c = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(s) => s,
-                    Err(_) => {
-                        let _ = ctrl_c.await;
-                        t.cancel();
-                        return;
-                    }
-                };
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
+        let mut signals = Signals::new();
+        signals.next().await;
+        tracing::info!(
+            grace_ms = grace.as_millis() as u64,
+            "shutdown requested: flushing and committing"
+        );
+        t.cancel();
+        tokio::select! {
+            _ = signals.next() => {
+                tracing::warn!("second signal: exiting without a final flush");
+                std::process::exit(130);
+            }
+            _ = tokio::time::sleep(grace) => {
+                tracing::error!("shutdown grace period exceeded: exiting without a final commit");
+                std::process::exit(1);
             }
         }
-        #[cfg(not(unix))]
-        let _ = ctrl_c.await;
-        tracing::info!("shutdown requested: flushing and committing");
-        t.cancel();
     });
     token
+}
+
+/// SIGINT or SIGTERM, as a stream of arrivals.
+struct Signals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        Self {
+            #[cfg(unix)]
+            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok(),
+        }
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        if let Some(term) = self.term.as_mut() {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Everything one input partition owns.
@@ -188,6 +218,10 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
             metrics::counter!("eddy_events_consumed_total").increment(1);
             match m.payload().map(decode) {
                 Some(Ok(ev)) => {
+                    // Wall clock only feeds metrics; the engine never sees it.
+                    let now_ms = wall_ms();
+                    metrics::histogram!("eddy_event_age_seconds")
+                        .record((now_ms - ev.ts_ms()).max(0) as f64 / 1000.0);
                     let outcome = task.engine.apply(&ev, &mut outs);
                     if matches!(outcome, Outcome::Redelivery(_)) {
                         metrics::counter!("eddy_redeliveries_total").increment(1);
@@ -198,8 +232,12 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                     for o in outs.drain(..) {
                         emitter.send_output(&cfg.output_topic, &o)?;
                         match &o {
-                            crate::contract::OutputEvent::LoopWarning(sig)
-                            | crate::contract::OutputEvent::LoopDetected(sig) => {
+                            crate::contract::OutputEvent::LoopDetected(sig) => {
+                                metrics::counter!("eddy_signals_total", "detector" => sig.detector.clone(), "severity" => sig.severity.as_str()).increment(1);
+                                metrics::histogram!("eddy_detection_latency_seconds")
+                                    .record((now_ms - ev.ts_ms()).max(0) as f64 / 1000.0);
+                            }
+                            crate::contract::OutputEvent::LoopWarning(sig) => {
                                 metrics::counter!("eddy_signals_total", "detector" => sig.detector.clone(), "severity" => sig.severity.as_str()).increment(1);
                             }
                             crate::contract::OutputEvent::RunTerminated(t) => {

@@ -59,7 +59,7 @@ fn main() {
         let mut em = eddy::emit::Emitter::plain(&cfg).expect("producer");
         let changes = engine.take_changes();
         for c in &changes {
-            let (k, v) = changelog::encode(c);
+            let (k, v) = changelog::encode(c, 1);
             bytes += k.len() + v.as_ref().map_or(0, Vec::len);
             em.send_changelog(&topic, 0, &k, v.as_deref())
                 .expect("send");

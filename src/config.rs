@@ -54,6 +54,12 @@ pub struct Config {
     pub clickhouse_database: String,
     pub clickhouse_user: Option<String>,
     pub clickhouse_password: Option<String>,
+    /// Cluster name (from the servers' `remote_servers`): `eddy migrate` renders `ON CLUSTER`,
+    /// Replicated*MergeTree `<table>_local` tables and Distributed `<table>`s sharded by run.
+    pub clickhouse_cluster: Option<String>,
+    /// Keep rows this many days (a TTL on event time, ClickHouse >= 20.3); 0 keeps everything.
+    /// Applied when the tables are created.
+    pub clickhouse_retention_days: u32,
     /// A flush (ClickHouse insert → output delivery → changelog → offset commit) happens when a
     /// batch holds this many input messages, or `flush_interval_ms` after its first message.
     pub batch_max_messages: usize,
@@ -74,6 +80,17 @@ pub struct Config {
     /// `eddy ingest-http` API keys (`kw_...`) → project id. The keys are secrets: never logged,
     /// masked in `redacted()`.
     pub ingest_api_keys: BTreeMap<String, String>,
+    /// Input messages larger than this are dead-lettered (`too_large`) without being parsed.
+    pub max_message_bytes: usize,
+    /// A dead letter carries at most this many bytes of the original payload (and 1 KiB of its
+    /// key); a longer one is cut and marked `eddy.truncated=true` with `eddy.original_size` and
+    /// `eddy.original_sha256`. The default fits librdkafka's and the broker's 1 MB defaults;
+    /// raise it together with the producer's `message.max.bytes` and the DLQ topic's
+    /// `max.message.bytes` to keep every original whole.
+    pub dlq_max_payload_bytes: usize,
+    /// Topic-level `max.message.bytes` for the input and dead-letter topics eddy creates
+    /// (unset: the broker's default, about 1 MB). Existing topics are not altered.
+    pub topic_max_message_bytes: Option<u32>,
     pub engine: EngineConfig,
 }
 
@@ -104,6 +121,8 @@ impl Default for Config {
             clickhouse_database: "eddy".into(),
             clickhouse_user: None,
             clickhouse_password: None,
+            clickhouse_cluster: None,
+            clickhouse_retention_days: 0,
             batch_max_messages: 20_000,
             flush_interval_ms: 250,
             kafka_consumer: BTreeMap::new(),
@@ -113,6 +132,9 @@ impl Default for Config {
             progress_interval_s: 10,
             ingest_addr: "127.0.0.1:8080".into(),
             ingest_api_keys: BTreeMap::new(),
+            max_message_bytes: 1024 * 1024,
+            dlq_max_payload_bytes: 900_000,
+            topic_max_message_bytes: None,
             engine: EngineConfig::default(),
         }
     }
@@ -175,6 +197,22 @@ impl Config {
         })
     }
 
+    /// Connection and security properties (`bootstrap.servers`, `security.*`, `sasl.*`,
+    /// `ssl.*`) for eddy's other Kafka clients (topic admin, changelog restore), taken from
+    /// `[kafka_consumer]` so SASL/TLS set there reaches every client.
+    pub fn kafka_client_props(&self) -> Vec<(String, String)> {
+        let mut v = vec![("bootstrap.servers".to_string(), self.kafka_brokers.clone())];
+        for (k, val) in &self.kafka_consumer {
+            if ["security.", "sasl.", "ssl."]
+                .iter()
+                .any(|p| k.starts_with(p))
+            {
+                v.push((k.clone(), val.clone()));
+            }
+        }
+        v
+    }
+
     pub fn changelog_topic(&self) -> String {
         self.changelog_topic
             .clone()
@@ -214,6 +252,15 @@ impl Config {
                 self.clickhouse_database
             ));
         }
+        if let Some(c) = &self.clickhouse_cluster {
+            if c.is_empty()
+                || !c
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            {
+                return bad(format!("clickhouse_cluster `{c}` must be [A-Za-z0-9_.-]+"));
+            }
+        }
         if let Err(e) = self.engine.detectors.validate() {
             return bad(format!("engine.detectors: {e}"));
         }
@@ -227,6 +274,9 @@ impl Config {
                 "transaction_timeout_ms ({}) must be well above flush_interval_ms ({})",
                 self.transaction_timeout_ms, self.flush_interval_ms
             ));
+        }
+        if self.max_message_bytes == 0 || self.dlq_max_payload_bytes == 0 {
+            return bad("max_message_bytes and dlq_max_payload_bytes must be >= 1".into());
         }
         if self.batch_max_messages == 0 {
             return bad("batch_max_messages must be >= 1".into());

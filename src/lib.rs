@@ -10,6 +10,8 @@ pub mod contract;
 pub mod emit;
 pub mod engine;
 pub mod eval;
+pub mod ingest;
+pub mod query;
 pub mod replay;
 pub mod simulate;
 pub mod sink;

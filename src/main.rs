@@ -93,15 +93,43 @@ enum Cmd {
         #[command(subcommand)]
         cmd: ConfigCmd,
     },
+    /// Run a query of the analyst's pack (schemas/queries) and print a table.
+    Query {
+        /// Query name; `--list` shows them with their parameters.
+        name: Option<String>,
+        /// A parameter as name=value (repeatable); typed and escaped by eddy.
+        #[arg(long = "param", value_parser = parse_param)]
+        params: Vec<(String, String)>,
+        /// List the queries and their parameters.
+        #[arg(long)]
+        list: bool,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Apply ClickHouse migrations and exit.
     Migrate {
         #[command(flatten)]
         common: Common,
+        /// Print the rendered DDL (cluster, retention) instead of applying it; no server needed.
+        #[arg(long)]
+        print: bool,
+        /// With --print: render for this server version (e.g. 18.16.1 for the legacy form);
+        /// default: the modern form.
+        #[arg(long, requires = "print")]
+        server_version: Option<String>,
     },
     /// Generate a simulated fleet of agent runs (JSONL file or Kafka topic).
     Simulate(eddy::simulate::SimulateArgs),
     /// Score the detectors on a labeled corpus (see tests/corpus/README.md).
     Eval { dir: PathBuf },
+    /// Serve keelwave's ingest API (agent runs and steps) and publish v1 events to the input topic.
+    IngestHttp {
+        #[command(flatten)]
+        common: Common,
+        /// Listen address (EDDY_INGEST_ADDR); API keys come from `[ingest_api_keys]`.
+        #[arg(long)]
+        addr: Option<String>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -129,14 +157,64 @@ fn main() -> Result<()> {
             eprintln!("config: ok");
             Ok(())
         }
-        Cmd::Migrate { common } => {
+        Cmd::Query {
+            name,
+            params,
+            list,
+            common,
+        } => {
+            if list || name.is_none() {
+                for n in eddy::query::names() {
+                    let sql = eddy::query::sql_for(n, "99")?;
+                    let ps: Vec<String> = eddy::query::params(sql)
+                        .into_iter()
+                        .map(|(p, t)| format!("{p}:{t}"))
+                        .collect();
+                    println!("{n:<26} {}", ps.join(" "));
+                }
+                return Ok(());
+            }
+            let name = name.unwrap_or_default();
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
+            runtime()?.block_on(async {
+                let sink = eddy::sink::ClickHouseSink::connect(&cfg).await?;
+                let client = sink
+                    .client()
+                    .clone()
+                    .with_database(&cfg.clickhouse_database);
+                let values = params.into_iter().collect();
+                let table = eddy::query::run(&client, &name, &values).await?;
+                table.print(&mut std::io::stdout())?;
+                Ok::<_, anyhow::Error>(())
+            })
+        }
+        Cmd::Migrate {
+            common,
+            print,
+            server_version,
+        } => {
+            let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
+            if print {
+                let ddl = eddy::sink::DdlOptions::new(&cfg, server_version.as_deref());
+                print!("{}", ddl.script());
+                return Ok(());
+            }
             runtime()?.block_on(async {
                 let sink = eddy::sink::ClickHouseSink::connect(&cfg).await?;
                 let applied = sink.migrate().await?;
                 eprintln!("migrations applied: {applied:?}");
                 Ok::<_, anyhow::Error>(())
             })
+        }
+        Cmd::IngestHttp { common, addr } => {
+            let mut overrides = common.overrides();
+            overrides.extend(addr.map(|a| ("ingest_addr", a)));
+            let cfg = Config::load(cli.config.as_deref(), &overrides)?;
+            runtime()?.block_on(async {
+                let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
+                eddy::ingest::serve(cfg, eddy::worker::shutdown_on_signal(grace)).await
+            })?;
+            Ok(())
         }
         Cmd::Eval { dir } => {
             let cfg = Config::load(cli.config.as_deref(), &[])?;
@@ -150,6 +228,12 @@ fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn parse_param(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected name=value, got `{s}`"))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -8,12 +8,7 @@ mod common;
 
 use common::*;
 use eddy::config::{Config, Delivery};
-use eddy::contract::OutputEvent;
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
-
-const T0: i64 = 1_767_225_600_000;
 
 fn chaos_runs() -> usize {
     std::env::var("EDDY_CHAOS_RUNS")
@@ -48,30 +43,8 @@ async fn chaos(delivery: Delivery) {
     cfg.delivery = delivery;
     cfg.batch_max_messages = 1000;
     let runs = chaos_runs();
-    let sim = eddy::simulate::SimulateArgs {
-        runs,
-        loop_rate: 0.3,
-        seed: 2024,
-        projects: 4,
-        start_ms: T0,
-        out: None,
-        unfinished_rate: 0.0,
-    };
-    let events = eddy::simulate::generate(&sim);
-    let lines: Vec<(String, String)> = events
-        .iter()
-        .map(|(_, k, l)| (k.clone(), l.clone()))
-        .collect();
-    let input: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
-    let (want, _) = eddy::replay::replay_to_vec(
-        input.as_bytes(),
-        Arc::new(cfg.engine.clone()),
-        cfg.topic_partitions as u32,
-    );
-    let want: BTreeMap<String, OutputEvent> = want
-        .into_iter()
-        .map(|o| (o.event_id().to_string(), o))
-        .collect();
+    let fleet = Fleet::new(&cfg, runs, 2024, 4);
+    let (lines, want) = (&fleet.lines, &fleet.want);
     eddy::source::ensure_topics(&cfg).await.expect("topics");
 
     // The undisturbed reference: its own group, output topic and database, same input.
@@ -126,32 +99,8 @@ async fn chaos(delivery: Delivery) {
     }
     producer.await.expect("producer task");
 
-    let got = read_topic_until(
-        &cfg,
-        &cfg.output_topic,
-        Duration::from_secs(300),
-        Some(&mut w3),
-        |r| {
-            let ids: HashSet<String> = outputs(r)
-                .iter()
-                .map(|o| o.event_id().to_string())
-                .collect();
-            ids.len() >= want.len()
-        },
-    );
-    let got = outputs(&got);
-    let mut seen = HashSet::new();
-    let mut dupes = 0usize;
-    for o in &got {
-        let w = want
-            .get(o.event_id())
-            .unwrap_or_else(|| panic!("event not produced by the undisturbed replay: {o:?}"));
-        assert_eq!(o, w, "{} differs from the undisturbed result", o.event_id());
-        if !seen.insert(o.event_id().to_string()) {
-            dupes += 1;
-        }
-    }
-    assert_eq!(seen.len(), want.len(), "events missing after the chaos");
+    let got = read_all_expected(&cfg, want, Duration::from_secs(300), Some(&mut w3));
+    let dupes = assert_exact_or_duplicate(&got, want);
     eprintln!(
         "chaos {delivery:?}: {} input events, {} output events expected, {} received, {} exact duplicates ({:.3}%), {kills} kills",
         lines.len(),
@@ -175,10 +124,7 @@ async fn chaos(delivery: Delivery) {
         Some(&mut w_ref),
         |r| r.len() >= want.len(),
     );
-    let steps = lines
-        .iter()
-        .filter(|(_, l)| l.contains("\"kind\":\"step\""))
-        .count() as u64;
+    let steps = fleet.steps;
     let t = Duration::from_secs(120);
     for c in [&cfg, &reference] {
         assert_eq!(

@@ -7,10 +7,7 @@ use eddy::contract::OutputEvent;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const T0: i64 = 1_767_225_600_000;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -63,29 +60,8 @@ fn await_http(
 async fn graceful_restart_loses_and_repeats_nothing() {
     let ep = endpoints().await;
     let cfg = test_config(&ep, "lifecycle");
-    let sim = eddy::simulate::SimulateArgs {
-        runs: 300,
-        loop_rate: 0.3,
-        seed: 3,
-        projects: 2,
-        start_ms: T0,
-        out: None,
-        unfinished_rate: 0.0,
-    };
-    let lines: Vec<(String, String)> = eddy::simulate::generate(&sim)
-        .into_iter()
-        .map(|(_, k, l)| (k, l))
-        .collect();
-    let input: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
-    let (want, _) = eddy::replay::replay_to_vec(
-        input.as_bytes(),
-        Arc::new(cfg.engine.clone()),
-        cfg.topic_partitions as u32,
-    );
-    let want: BTreeMap<String, OutputEvent> = want
-        .into_iter()
-        .map(|o| (o.event_id().to_string(), o))
-        .collect();
+    let fleet = Fleet::new(&cfg, 300, 3, 2);
+    let (lines, want) = (&fleet.lines, &fleet.want);
     let (first, second) = lines.split_at(lines.len() / 2);
 
     produce(&cfg, first).await;
@@ -94,10 +70,7 @@ async fn graceful_restart_loses_and_repeats_nothing() {
     let mut w = spawn_worker(&cfg, &[("EDDY_ADMIN_ADDR", addr.clone())]);
     await_http(port, "/livez", Duration::from_secs(30), |st, _| st == 200);
     await_http(port, "/readyz", Duration::from_secs(60), |st, _| st == 200);
-    let first_steps = first
-        .iter()
-        .filter(|(_, l)| l.contains("\"kind\":\"step\""))
-        .count() as u64;
+    let first_steps = step_count(first);
     assert_eq!(
         await_ch_count(
             &cfg,
@@ -144,7 +117,7 @@ async fn graceful_restart_loses_and_repeats_nothing() {
         .map(|o| (o.event_id().to_string(), o.clone()))
         .collect();
     assert_eq!(
-        got_map, want,
+        &got_map, want,
         "the restarted worker continues exactly where it stopped"
     );
     assert_eq!(got.len(), want.len(), "a graceful restart repeats nothing");

@@ -170,34 +170,8 @@ async fn kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
     let ep = endpoints().await;
     let mut cfg = test_config(&ep, "kill9");
     cfg.batch_max_messages = 500;
-    let sim = eddy::simulate::SimulateArgs {
-        runs: 1500,
-        loop_rate: 0.3,
-        seed: 11,
-        projects: 3,
-        start_ms: T0,
-        out: None,
-        unfinished_rate: 0.0,
-    };
-    let events = eddy::simulate::generate(&sim);
-    let lines: Vec<(String, String)> = events
-        .iter()
-        .map(|(_, k, l)| (k.clone(), l.clone()))
-        .collect();
-    let step_count = lines
-        .iter()
-        .filter(|(_, l)| l.contains("\"kind\":\"step\""))
-        .count() as u64;
-    produce(&cfg, &lines).await;
-
-    let input: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
-    let (want, _) = replay_to_vec(
-        input.as_bytes(),
-        Arc::new(cfg.engine.clone()),
-        cfg.topic_partitions as u32,
-    );
-    let want = by_id(&want);
-    let want_terminated = sim.runs;
+    let fleet = Fleet::new(&cfg, 1500, 11, 3);
+    produce(&cfg, &fleet.lines).await;
 
     let mut worker = spawn_worker(&cfg, &[]);
     // Kill it hard once it is visibly mid-stream.
@@ -206,7 +180,7 @@ async fn kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
         &cfg.output_topic,
         Duration::from_secs(120),
         Some(&mut worker),
-        |r| terminated_count(r) >= want_terminated / 5,
+        |r| terminated_count(r) >= fleet.runs / 5,
     );
     kill_hard(&mut worker);
     let before = read_topic_until(
@@ -218,74 +192,31 @@ async fn kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
     )
     .len();
     assert!(
-        before < want.len() * 2,
+        before < fleet.want.len(),
         "sanity: the worker was stopped mid-stream"
     );
 
     let mut worker = spawn_worker(&cfg, &[]);
-    let recs = read_topic_until(
+    let got = read_all_expected(
         &cfg,
-        &cfg.output_topic,
+        &fleet.want,
         Duration::from_secs(180),
         Some(&mut worker),
-        |r| {
-            let ids: std::collections::HashSet<String> = outputs(r)
-                .iter()
-                .map(|o| o.event_id().to_string())
-                .collect();
-            ids.len() >= want.len()
-        },
     );
-    let got = outputs(&recs);
-    let mut dupes = 0;
-    let mut seen = std::collections::HashSet::new();
-    for o in &got {
-        let w = want
-            .get(o.event_id())
-            .unwrap_or_else(|| panic!("unexpected event {o:?}"));
-        if o != w {
-            let (a, b) = (
-                serde_json::to_value(o).unwrap(),
-                serde_json::to_value(w).unwrap(),
-            );
-            let diff: Vec<String> = a
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter(|(k, v)| b.get(k.as_str()) != Some(v))
-                .map(|(k, v)| format!("{k}: got {v}, want {}", b[k.as_str()]))
-                .collect();
-            panic!(
-                "{} differs from the undisturbed result: {diff:?}",
-                o.event_id()
-            );
-        }
-        if !seen.insert(o.event_id().to_string()) {
-            dupes += 1;
-        }
-    }
-    for id in want.keys() {
-        assert!(seen.contains(id), "event {id} is missing after the crash");
-    }
+    let dupes = assert_exact_or_duplicate(&got, &fleet.want);
     eprintln!("kill -9: {} events, {} exact duplicates", got.len(), dupes);
 
     let t = Duration::from_secs(60);
+    let q = |table: &str| format!("SELECT count() FROM {{db}}.{table} FINAL");
     assert_eq!(
-        await_ch_count(&cfg, "SELECT count() FROM {db}.steps FINAL", step_count, t).await,
-        step_count
+        await_ch_count(&cfg, &q("steps"), fleet.steps, t).await,
+        fleet.steps
     );
-    let runs = want_terminated as u64;
+    let runs = fleet.runs as u64;
+    assert_eq!(await_ch_count(&cfg, &q("runs"), runs, t).await, runs);
     assert_eq!(
-        await_ch_count(&cfg, "SELECT count() FROM {db}.runs FINAL", runs, t).await,
-        runs
-    );
-    let signals = want
-        .values()
-        .filter(|o| !matches!(o, OutputEvent::RunTerminated(_)))
-        .count() as u64;
-    assert_eq!(
-        await_ch_count(&cfg, "SELECT count() FROM {db}.signals FINAL", signals, t).await,
-        signals
+        await_ch_count(&cfg, &q("signals"), fleet.signals(), t).await,
+        fleet.signals()
     );
     stop_gracefully(&mut worker);
 }

@@ -1,20 +1,29 @@
--- eddy core tables. `{db}` is replaced by the configured database (validated [A-Za-z0-9_]+).
+-- eddy core tables (ClickHouse 20.3+; users run 24.x–26.x). Servers older than 20.3, such as CI's
+-- Debian 18.16, get 0001_core_tables.legacy.sql instead: same column names, order and RowBinary
+-- encodings, so one row struct feeds both (LowCardinality(String) is written as a String;
+-- DateTime64(3) is an Int64 of milliseconds, which is what the `*_ms` columns carry).
+--
+-- Placeholders: `{db}` is the configured database (validated [A-Za-z0-9_]+). A line holding
+-- `{retention_days}` is a TTL clause: it is dropped when `clickhouse_retention_days` is 0.
+-- With `clickhouse_cluster` set, eddy renders each table as `<name>_local ON CLUSTER` with a
+-- Replicated engine plus a Distributed `<name>` (see `eddy migrate --print`).
+--
 -- Every table is a ReplacingMergeTree keyed by a deterministic identity, so a batch replayed
 -- after a crash or rebalance replaces itself: read exact results with FINAL (or argMax).
--- This file must run on ClickHouse 18.16 (Debian) as well as 24.x+: DateTime (seconds) plus an
--- Int64 millisecond column instead of DateTime64; no TTL; no LowCardinality.
+-- Event times: `ts` / `started_at` / `ended_at` are DateTime('UTC') seconds (partitions, TTL and
+-- the query pack's windows); `ts_ms` / `ended_ms` hold the same instant to the millisecond.
 
 CREATE TABLE IF NOT EXISTS {db}.steps
 (
     project_id String,
     run_id String,
     step_index UInt64,
-    ts DateTime,
-    ts_ms Int64,
-    step_type String,
-    agent String,
-    caller String,
-    tool_name String,
+    ts DateTime('UTC'),
+    ts_ms DateTime64(3, 'UTC'),
+    step_type LowCardinality(String),
+    agent LowCardinality(String),
+    caller LowCardinality(String),
+    tool_name LowCardinality(String),
     -- keelwave's fingerprint of record: sha256(tool_name || 0x00 || raw tool_input bytes)
     raw_fp FixedString(32),
     has_raw_fp UInt8,
@@ -31,20 +40,21 @@ CREATE TABLE IF NOT EXISTS {db}.steps
 )
 ENGINE = ReplacingMergeTree(src_offset)
 PARTITION BY toYYYYMM(ts)
-ORDER BY (project_id, run_id, step_index);
+ORDER BY (project_id, run_id, step_index)
+TTL ts + INTERVAL {retention_days} DAY;
 
 CREATE TABLE IF NOT EXISTS {db}.signals
 (
     event_id String,
-    kind String,
+    kind LowCardinality(String),
     project_id String,
     run_id String,
-    agent_name String,
+    agent_name LowCardinality(String),
     step_index UInt64,
-    ts DateTime,
-    ts_ms Int64,
-    detector String,
-    severity String,
+    ts DateTime('UTC'),
+    ts_ms DateTime64(3, 'UTC'),
+    detector LowCardinality(String),
+    severity LowCardinality(String),
     pattern String,
     fingerprint String,
     hits UInt32,
@@ -56,19 +66,20 @@ CREATE TABLE IF NOT EXISTS {db}.signals
 )
 ENGINE = ReplacingMergeTree(src_offset)
 PARTITION BY toYYYYMM(ts)
-ORDER BY (project_id, run_id, event_id);
+ORDER BY (project_id, run_id, event_id)
+TTL ts + INTERVAL {retention_days} DAY;
 
 CREATE TABLE IF NOT EXISTS {db}.runs
 (
     project_id String,
     run_id String,
     event_id String,
-    agent_name String,
-    started_at DateTime,
-    ended_at DateTime,
-    ended_ms Int64,
-    status String,
-    termination_reason String,
+    agent_name LowCardinality(String),
+    started_at DateTime('UTC'),
+    ended_at DateTime('UTC'),
+    ended_ms DateTime64(3, 'UTC'),
+    status LowCardinality(String),
+    termination_reason LowCardinality(String),
     termination_reason_reported UInt8,
     loop_detected UInt8,
     has_loop_step_index UInt8,
@@ -86,4 +97,5 @@ CREATE TABLE IF NOT EXISTS {db}.runs
 )
 ENGINE = ReplacingMergeTree(src_offset)
 PARTITION BY toYYYYMM(ended_at)
-ORDER BY (project_id, run_id);
+ORDER BY (project_id, run_id)
+TTL ended_at + INTERVAL {retention_days} DAY;

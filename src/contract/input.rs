@@ -115,6 +115,8 @@ pub enum TerminationReason {
     Error,
     LoopDetected,
     Timeout,
+    /// Output only: eddy closed the run to stay within `engine.max_open_runs`.
+    Evicted,
 }
 
 impl TerminationReason {
@@ -126,6 +128,7 @@ impl TerminationReason {
             TerminationReason::Error => "error",
             TerminationReason::LoopDetected => "loop_detected",
             TerminationReason::Timeout => "timeout",
+            TerminationReason::Evicted => "evicted",
         }
     }
 }
@@ -150,6 +153,16 @@ pub enum DecodeError {
     MissingField(&'static str),
     #[error("field `{field}` is invalid: {why}")]
     InvalidField { field: &'static str, why: String },
+    #[error("message has no payload (null or zero bytes)")]
+    EmptyPayload,
+    #[error("message is {size} bytes, above the limit of {limit} (max_message_bytes)")]
+    TooLarge { size: usize, limit: usize },
+    #[error("message is not UTF-8 text: invalid byte at offset {0}")]
+    InvalidUtf8(usize),
+    #[error("JSON nests deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+    #[error("field `{0}` appears more than once")]
+    DuplicateField(String),
 }
 
 impl DecodeError {
@@ -163,8 +176,116 @@ impl DecodeError {
             DecodeError::UnknownKind(_) => "unknown_kind",
             DecodeError::MissingField(_) => "missing_field",
             DecodeError::InvalidField { .. } => "invalid_field",
+            DecodeError::EmptyPayload => "empty_payload",
+            DecodeError::TooLarge { .. } => "too_large",
+            DecodeError::InvalidUtf8(_) => "invalid_utf8",
+            DecodeError::TooDeep => "too_deep",
+            DecodeError::DuplicateField(_) => "duplicate_field",
         }
     }
+
+    /// Every reason `reason()` can return, for docs, metrics and tests.
+    pub const REASONS: &'static [&'static str] = &[
+        "empty_payload",
+        "too_large",
+        "invalid_utf8",
+        "invalid_json",
+        "too_deep",
+        "not_an_object",
+        "duplicate_field",
+        "missing_version",
+        "unsupported_version",
+        "missing_kind",
+        "unknown_kind",
+        "missing_field",
+        "invalid_field",
+    ];
+}
+
+/// JSON nesting deeper than this is rejected (`too_deep`) before serde_json's own recursion
+/// limit (128) would report it as a generic syntax error.
+pub const MAX_DEPTH: usize = 64;
+
+/// Identifiers (`project_id`, `run_id`, `agent_name`, `step_type`, `tool_name`, `agent`,
+/// `caller`) longer than this are rejected (`invalid_field`): they are kept in memory per open
+/// run and stored in ClickHouse, so their size must be bounded whatever the message size.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Latest accepted event time: 9999-12-31T23:59:59.999Z (what RFC 3339 and ClickHouse can show).
+pub const MAX_TS_MS: i64 = 253_402_300_799_999;
+
+/// The checks the worker applies before [`decode`]: a payload must be present, at most
+/// `max_bytes` long and UTF-8. Then the message is decoded.
+pub fn decode_bounded(payload: Option<&[u8]>, max_bytes: usize) -> Result<Event, DecodeError> {
+    let bytes = match payload {
+        None => return Err(DecodeError::EmptyPayload),
+        Some(b) if b.is_empty() => return Err(DecodeError::EmptyPayload),
+        Some(b) => b,
+    };
+    if bytes.len() > max_bytes {
+        return Err(DecodeError::TooLarge {
+            size: bytes.len(),
+            limit: max_bytes,
+        });
+    }
+    decode(bytes)
+}
+
+/// Maximum nesting depth of `bytes` (brackets outside strings), stopping early past `limit`.
+fn depth_exceeds(bytes: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for &b in bytes {
+        if in_str {
+            if esc {
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' {
+                in_str = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The string-typed fields of the wire form: a type error names the first one that is wrong.
+const STRING_FIELDS: &[&str] = &[
+    "kind",
+    "project_id",
+    "run_id",
+    "agent_name",
+    "input",
+    "step_type",
+    "content",
+    "tool_name",
+    "agent",
+    "caller",
+    "status",
+    "termination_reason",
+    "output",
+];
+
+fn wrong_type_field(bytes: &[u8]) -> &'static str {
+    if let Ok(serde_json::Value::Object(m)) = serde_json::from_slice::<serde_json::Value>(bytes) {
+        for f in STRING_FIELDS {
+            if m.get(*f).is_some_and(|v| !v.is_string() && !v.is_null()) {
+                return f;
+            }
+        }
+    }
+    "?"
 }
 
 /// Flat wire form. Every field is optional here so that a missing field becomes a precise
@@ -227,19 +348,38 @@ fn json_type_name(bytes: &[u8]) -> &'static str {
 
 /// Decode one message payload.
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+    if bytes.is_empty() {
+        return Err(DecodeError::EmptyPayload);
+    }
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Err(DecodeError::InvalidUtf8(e.valid_up_to()));
+    }
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        return Err(DecodeError::InvalidJson(
+            "starts with a UTF-8 byte-order mark (BOM); send plain UTF-8 JSON".into(),
+        ));
+    }
+    if depth_exceeds(bytes, MAX_DEPTH) {
+        return Err(DecodeError::TooDeep);
+    }
     let wire: Wire<'_> = match serde_json::from_slice(bytes) {
         Ok(w) => w,
         Err(e) => {
             // A valid JSON value that is not an object deserves its own, clearer reason.
             if e.classify() == serde_json::error::Category::Data {
+                let msg = e.to_string();
+                if let Some(rest) = msg.strip_prefix("duplicate field `") {
+                    let name = rest.split('`').next().unwrap_or_default();
+                    return Err(DecodeError::DuplicateField(truncate(name, 64).to_string()));
+                }
                 if let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) {
                     if !v.is_object() {
                         return Err(DecodeError::NotAnObject(json_type_name(bytes)));
                     }
                 }
                 return Err(DecodeError::InvalidField {
-                    field: "?",
-                    why: e.to_string(),
+                    field: wrong_type_field(bytes),
+                    why: msg,
                 });
             }
             return Err(DecodeError::InvalidJson(e.to_string()));
@@ -273,7 +413,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 step_index: parse_u64(step_index, "step_index")?,
                 step_type: non_empty(wire.step_type, "step_type")?,
                 content: wire.content,
-                tool_name: wire.tool_name.filter(|t| !t.is_empty()),
+                tool_name: opt_id(wire.tool_name, "tool_name")?,
                 tool_input: wire.tool_input.map(RawValue::to_owned),
                 tool_output: wire.tool_output.map(RawValue::to_owned),
                 tool_success: opt(wire.tool_success, "tool_success", |r| {
@@ -286,8 +426,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 tokens_in_context: opt(wire.tokens_in_context, "tokens_in_context", |r| {
                     parse_u64(r, "tokens_in_context").ok()
                 })?,
-                agent: wire.agent.filter(|a| !a.is_empty()),
-                caller: wire.caller.filter(|c| !c.is_empty()),
+                agent: opt_id(wire.agent, "agent")?,
+                caller: opt_id(wire.caller, "caller")?,
                 metadata: wire.metadata.map(RawValue::to_owned),
             }))
         }
@@ -309,6 +449,9 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                     serde_json::from_value::<TerminationReason>(serde_json::Value::String(
                         r.to_string(),
                     ))
+                    .ok()
+                    .filter(|r| *r != TerminationReason::Evicted)
+                    .ok_or(())
                     .map_err(|_| DecodeError::InvalidField {
                         field: "termination_reason",
                         why: format!(
@@ -346,12 +489,29 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
 
 fn non_empty(v: Option<String>, field: &'static str) -> Result<String, DecodeError> {
     match v {
+        Some(s) if s.len() > MAX_ID_BYTES => Err(too_long(field, s.len())),
         Some(s) if !s.is_empty() => Ok(s),
         Some(_) => Err(DecodeError::InvalidField {
             field,
             why: "must not be empty".into(),
         }),
         None => Err(DecodeError::MissingField(field)),
+    }
+}
+
+fn too_long(field: &'static str, len: usize) -> DecodeError {
+    DecodeError::InvalidField {
+        field,
+        why: format!("{len} bytes, longer than {MAX_ID_BYTES}"),
+    }
+}
+
+/// An optional identifier: empty means absent; too long is rejected.
+fn opt_id(v: Option<String>, field: &'static str) -> Result<Option<String>, DecodeError> {
+    match v {
+        Some(s) if s.len() > MAX_ID_BYTES => Err(too_long(field, s.len())),
+        Some(s) if s.is_empty() => Ok(None),
+        other => Ok(other),
     }
 }
 
@@ -408,7 +568,13 @@ pub fn parse_ts(raw: &RawValue) -> Result<i64, DecodeError> {
         let dt = OffsetDateTime::parse(&text, &Rfc3339)
             .map_err(|e| bad(format!("`{}` is not RFC 3339: {e}", truncate(&text, 64))))?;
         let ms = dt.unix_timestamp_nanos() / 1_000_000;
-        i64::try_from(ms).map_err(|_| bad("out of range".into()))
+        match i64::try_from(ms) {
+            Ok(ms) if (0..=MAX_TS_MS).contains(&ms) => Ok(ms),
+            _ => Err(bad(format!(
+                "`{}` is outside 1970-01-01 .. 9999-12-31",
+                truncate(&text, 64)
+            ))),
+        }
     } else {
         let ms = parse_u64(raw, "ts").map_err(|_| {
             bad(format!(
@@ -416,7 +582,12 @@ pub fn parse_ts(raw: &RawValue) -> Result<i64, DecodeError> {
                 truncate(s, 64)
             ))
         })?;
-        i64::try_from(ms).map_err(|_| bad("out of range".into()))
+        match i64::try_from(ms) {
+            Ok(ms) if ms <= MAX_TS_MS => Ok(ms),
+            _ => Err(bad(format!(
+                "{ms} ms is after 9999-12-31 (epoch milliseconds expected)"
+            ))),
+        }
     }
 }
 

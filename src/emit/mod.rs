@@ -52,7 +52,12 @@ pub struct Emitter {
     transactional: bool,
     in_txn: bool,
     txn_timeout: Duration,
+    /// Most payload bytes a dead letter carries (`dlq_max_payload_bytes`).
+    dlq_cap: usize,
 }
+
+/// Most key bytes a dead letter carries.
+pub const DLQ_MAX_KEY_BYTES: usize = 1024;
 
 /// Dead-letter record headers: the reason is machine-readable, the rest says where it came from.
 pub struct DeadLetter<'a> {
@@ -105,6 +110,7 @@ impl Emitter {
             transactional,
             in_txn: false,
             txn_timeout,
+            dlq_cap: cfg.dlq_max_payload_bytes.max(1),
         })
     }
 
@@ -233,7 +239,13 @@ impl Emitter {
     ) -> Result<(), EmitError> {
         let partition = d.partition.to_string();
         let offset = d.offset.to_string();
-        let headers = OwnedHeaders::new()
+        let payload_len = d.payload.map_or(0, <[u8]>::len);
+        let key_len = d.key.map_or(0, <[u8]>::len);
+        let cut_payload = payload_len > self.dlq_cap;
+        let cut_key = key_len > DLQ_MAX_KEY_BYTES;
+        let payload = d.payload.map(|p| &p[..p.len().min(self.dlq_cap)]);
+        let key = d.key.map(|k| &k[..k.len().min(DLQ_MAX_KEY_BYTES)]);
+        let mut headers = OwnedHeaders::new()
             .insert(Header {
                 key: "eddy.reason",
                 value: Some(d.reason),
@@ -254,7 +266,30 @@ impl Emitter {
                 key: "eddy.source.offset",
                 value: Some(&offset),
             });
-        self.send(dlq_topic, None, d.key, d.payload, Some(headers))
+        if cut_payload || cut_key {
+            use sha2::Digest;
+            let size = payload_len.to_string();
+            let key_size = key_len.to_string();
+            let sha = hex::encode(sha2::Sha256::digest(d.payload.unwrap_or_default()));
+            headers = headers
+                .insert(Header {
+                    key: "eddy.truncated",
+                    value: Some("true"),
+                })
+                .insert(Header {
+                    key: "eddy.original_size",
+                    value: Some(&size),
+                })
+                .insert(Header {
+                    key: "eddy.original_key_size",
+                    value: Some(&key_size),
+                })
+                .insert(Header {
+                    key: "eddy.original_sha256",
+                    value: Some(&sha),
+                });
+        }
+        self.send(dlq_topic, None, key, payload, Some(headers))
     }
 
     /// A changelog record goes to the partition matching its input partition (co-partitioning).

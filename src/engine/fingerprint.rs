@@ -40,7 +40,42 @@ pub struct FingerprintConfig {
     /// Normalise volatile values inside strings (UUIDs, ISO date-times, clock times, 16+ char
     /// hex ids, epoch timestamps, fractional durations such as `0.53s`).
     pub normalize_values: bool,
+    /// Tool input/output (and message `content`) larger than this many bytes is not parsed:
+    /// it is fingerprinted by its length and the SHA-256 of its first `max_field_bytes` bytes,
+    /// without normalisation, and detectors see only that summary. Bounds the work and memory
+    /// per step whatever the message size. 0 = no limit.
+    pub max_field_bytes: usize,
+    /// Keys whose values are masked (`"<redacted>"`) at every depth of tool input and output
+    /// before any detector, evidence or pattern sees them. Matched like `volatile_keys`
+    /// (case-insensitive, `_`/`-` ignored). HTTP dump header lines with these names are masked
+    /// too. The raw fingerprint of record still hashes the bytes as they arrived.
+    pub redact_keys: Vec<String>,
 }
+
+/// Default `redact_keys`.
+pub const REDACT_KEYS: &[&str] = &[
+    "password",
+    "passwd",
+    "secret",
+    "client_secret",
+    "api_key",
+    "apikey",
+    "x_api_key",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "auth_token",
+    "token",
+    "authorization",
+    "proxy_authorization",
+    "cookie",
+    "set_cookie",
+    "private_key",
+    "credentials",
+];
+
+/// What a masked value becomes.
+pub const REDACTED: &str = "<redacted>";
 
 impl Default for FingerprintConfig {
     fn default() -> Self {
@@ -79,6 +114,8 @@ impl Default for FingerprintConfig {
             volatile_keys: keys.iter().map(|s| s.to_string()).collect(),
             volatile_key_suffixes: true,
             normalize_values: true,
+            max_field_bytes: 256 * 1024,
+            redact_keys: REDACT_KEYS.iter().map(|s| s.to_string()).collect(),
         }
     }
 }
@@ -116,6 +153,7 @@ pub fn key_norm(k: &str) -> String {
 /// The volatile-key rule for one tool, resolved once per step.
 pub struct Volatility {
     keys: BTreeSet<String>,
+    redact: BTreeSet<String>,
     suffixes: bool,
     values: bool,
 }
@@ -129,6 +167,7 @@ impl Volatility {
                 .chain(tool_keys)
                 .map(|k| key_norm(k))
                 .collect(),
+            redact: cfg.redact_keys.iter().map(|k| key_norm(k)).collect(),
             suffixes: cfg.volatile_key_suffixes,
             values: cfg.normalize_values,
         }
@@ -168,6 +207,12 @@ impl Volatility {
                     in_headers = false;
                 } else if let Some((name, _)) = line.split_once(':') {
                     let k = key_norm(name);
+                    if self.redact.contains(&k) {
+                        out.push_str(name);
+                        out.push_str(": ");
+                        out.push_str(REDACTED);
+                        continue;
+                    }
                     let bare = k.strip_prefix('x').filter(|_| name.starts_with(['x', 'X']));
                     if HTTP_VOLATILE_HEADERS.contains(&k.as_str())
                         || self.keys.contains(&k)
@@ -191,7 +236,9 @@ impl Volatility {
             Value::Object(m) => {
                 let mut out = Map::new();
                 for (k, x) in m {
-                    if !self.is_volatile_key(k) {
+                    if self.redact.contains(&key_norm(k)) {
+                        out.insert(k.clone(), Value::String(REDACTED.into()));
+                    } else if !self.is_volatile_key(k) {
                         out.insert(k.clone(), self.normalize(x));
                     }
                 }
@@ -314,6 +361,27 @@ pub struct Canonical {
     pub output: Value,
     pub input_text: String,
     pub output_text: String,
+    /// `max_field_bytes` in effect (detectors read message content up to it).
+    pub max_field_bytes: usize,
+}
+
+/// A field above `max_field_bytes`: its length and the SHA-256 of its first `max` bytes. No
+/// text of it is kept, so nothing of it (secrets included) can reach evidence.
+fn oversized(raw: &str, max: usize) -> Value {
+    let digest: Fp = Sha256::digest(&raw.as_bytes()[..max.min(raw.len())]).into();
+    Value::String(format!(
+        "<oversized {} bytes, prefix sha256 {}>",
+        raw.len(),
+        hex::encode(&digest[..16])
+    ))
+}
+
+/// Parse a field, or summarise it when it is above `max` bytes (0 = no limit).
+fn parse_bounded(raw: Option<&serde_json::value::RawValue>, max: usize) -> Option<Value> {
+    match raw {
+        Some(r) if max > 0 && r.get().len() > max => Some(oversized(r.get(), max)),
+        _ => None,
+    }
 }
 
 impl Canonical {
@@ -328,8 +396,11 @@ impl Canonical {
             .and_then(|t| cfg.tools.get(t))
             .map_or(&[], |p| p.volatile_keys.as_slice());
         let vol = Volatility::new(&cfg.fingerprint, tool_keys);
-        let input = vol.normalize(&parse_raw(step.tool_input.as_deref()));
-        let output = vol.normalize(&parse_raw(step.tool_output.as_deref()));
+        let max = cfg.fingerprint.max_field_bytes;
+        let input = parse_bounded(step.tool_input.as_deref(), max)
+            .unwrap_or_else(|| vol.normalize(&parse_raw(step.tool_input.as_deref())));
+        let output = parse_bounded(step.tool_output.as_deref(), max)
+            .unwrap_or_else(|| vol.normalize(&parse_raw(step.tool_output.as_deref())));
         let input_text = canonical_string(&input);
         let output_text = canonical_string(&output);
         let (ci, co) = match step.tool_name.as_deref() {
@@ -349,7 +420,21 @@ impl Canonical {
             output,
             input_text,
             output_text,
+            max_field_bytes: max,
         }
+    }
+
+    /// A step's message content, cut to `max_field_bytes` (at a character boundary).
+    pub fn content<'s>(&self, step: &'s Step) -> Option<&'s str> {
+        let c = step.content.as_deref()?;
+        if self.max_field_bytes == 0 || c.len() <= self.max_field_bytes {
+            return Some(c);
+        }
+        let mut end = self.max_field_bytes;
+        while !c.is_char_boundary(end) {
+            end -= 1;
+        }
+        Some(&c[..end])
     }
 }
 
@@ -451,6 +536,41 @@ mod tests {
             canon(r#"{"q":"caf\u00e9"}"#),
             canon("{\"q\":\"caf\u{e9}\"}")
         );
+    }
+
+    #[test]
+    fn redacted_keys_are_masked_at_every_depth_and_in_http_dumps() {
+        let c = canon(
+            r#"{"q":"x","auth":{"API-Key":"sk-live-123","nested":[{"password":"hunter2"}]},"out":"HTTP/1.1 401\nAuthorization: Bearer abc.def\n\nno"}"#,
+        );
+        assert!(
+            !c.contains("sk-live-123") && !c.contains("hunter2") && !c.contains("abc.def"),
+            "{c}"
+        );
+        assert!(c.contains(REDACTED), "{c}");
+        // Different secrets, same call: same canonical form.
+        assert_eq!(
+            canon(r#"{"q":1,"token":"a"}"#),
+            canon(r#"{"q":1,"token":"b"}"#)
+        );
+    }
+
+    #[test]
+    fn oversized_fields_are_summarised_not_parsed() {
+        let mut cfg = DetectorConfig::default();
+        cfg.fingerprint.max_field_bytes = 1024;
+        let big = format!(r#"{{"data":"{}","api_key":"sk-secret"}}"#, "x".repeat(4000));
+        let line = format!(
+            r#"{{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":1,"step_index":1,"step_type":"tool_call","tool_name":"t","tool_input":{{}},"tool_output":{big}}}"#
+        );
+        let crate::contract::Event::Step(s) = crate::contract::decode(line.as_bytes()).unwrap()
+        else {
+            panic!()
+        };
+        let c = Canonical::compute(&s, &cfg);
+        assert!(c.output_text.contains("oversized"), "{}", c.output_text);
+        assert!(!c.output_text.contains("sk-secret"));
+        assert!(c.output_text.len() < 200);
     }
 
     #[test]

@@ -38,6 +38,13 @@ pub enum Outcome {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PartitionMeta {
     pub watermark_ms: Option<i64>,
+    /// Events applied to this partition's runs (the eviction clock: least recently active).
+    #[serde(default)]
+    pub seq: u64,
+    /// Runs (hashed) that reported a time beyond `max_future_skew_ms` of the watermark, with
+    /// that time; `watermark_jump_quorum` distinct runs move the watermark. Bounded by it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jumps: Vec<(u64, i64)>,
     /// Recently ended runs, oldest first, so a redelivered or late event cannot reopen them and
     /// publish a second `run_terminated`. Bounded by `EngineConfig::ended_runs_remembered`.
     /// Persisted as one changelog marker per run, not inside the meta record.
@@ -50,6 +57,8 @@ pub struct PartitionEngine {
     runs: HashMap<RunKey, RunState>,
     /// (last event ts, run) for the idle-timeout sweep, so a sweep costs O(expired) not O(runs).
     idle: BTreeSet<(i64, RunKey)>,
+    /// (last event seq, run): eviction order when `max_open_runs` is reached.
+    lru: BTreeSet<(u64, RunKey)>,
     meta: PartitionMeta,
     ended_set: HashSet<RunKey>,
     /// Runs changed since the last `take_dirty` (for the changelog); `None` state = ended.
@@ -78,6 +87,7 @@ impl PartitionEngine {
             cfg,
             runs: HashMap::new(),
             idle: BTreeSet::new(),
+            lru: BTreeSet::new(),
             meta: PartitionMeta::default(),
             ended_set: HashSet::new(),
             dirty: HashSet::new(),
@@ -95,6 +105,16 @@ impl PartitionEngine {
         self.runs.len()
     }
 
+    /// Open runs and their state, for tests and diagnostics (order unspecified).
+    pub fn runs(&self) -> impl Iterator<Item = (&RunKey, &RunState)> {
+        self.runs.iter()
+    }
+
+    /// Ended runs remembered (bounded by `ended_runs_remembered`).
+    pub fn ended_runs(&self) -> usize {
+        self.meta.ended.len()
+    }
+
     pub fn watermark_ms(&self) -> Option<i64> {
         self.meta.watermark_ms
     }
@@ -107,16 +127,49 @@ impl PartitionEngine {
         } else {
             self.apply_to_run(ev, out)
         };
-        self.advance_watermark(ev.ts_ms(), out);
+        self.advance_watermark(key, ev.ts_ms(), out);
         outcome
+    }
+
+    /// An event whose effect on its run is already in the restored state (the changelog records
+    /// each run with the offset it covers): only partition time moves, as when first applied.
+    pub fn observe_time_only(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) {
+        self.advance_watermark(ev.key(), ev.ts_ms(), out);
+    }
+
+    /// Evict least recently active runs until a new one fits under `max_open_runs`.
+    fn make_room(&mut self, out: &mut Vec<OutputEvent>) {
+        let cap = self.cfg.max_open_runs;
+        while cap > 0 && self.runs.len() >= cap {
+            let Some((_, key)) = self.lru.pop_first() else {
+                break;
+            };
+            if let Some(state) = self.runs.remove(&key) {
+                self.idle.remove(&(state.last_ts, key.clone()));
+                out.push(OutputEvent::RunTerminated(terminated(
+                    &key,
+                    &state,
+                    run::End::Evicted {
+                        at_ms: state.last_ts,
+                    },
+                )));
+                self.mark_ended(key);
+            }
+        }
     }
 
     fn apply_to_run(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) -> Outcome {
         let key = ev.key();
         let ts = ev.ts_ms();
+        self.meta.seq += 1;
+        let seq = self.meta.seq;
+        if !self.runs.contains_key(key) {
+            self.make_room(out);
+        }
         let state = match self.runs.get_mut(key) {
             Some(s) => {
                 self.idle.remove(&(s.last_ts, key.clone()));
+                self.lru.remove(&(s.last_seq, key.clone()));
                 s
             }
             None => self
@@ -125,7 +178,9 @@ impl PartitionEngine {
                 .or_insert_with(|| RunState::new(ts)),
         };
         state.touch(ts);
+        state.last_seq = seq;
         self.idle.insert((state.last_ts, key.clone()));
+        self.lru.insert((seq, key.clone()));
         self.dirty.insert(key.clone());
         match ev {
             Event::RunStarted(e) => {
@@ -144,6 +199,7 @@ impl PartitionEngine {
                     state.redeliveries += 1;
                     return Outcome::Redelivery(canon.fps);
                 }
+                state.seen.bound(self.cfg.max_seen_ranges);
                 state.on_step(step);
                 self.findings.clear();
                 state
@@ -158,6 +214,7 @@ impl PartitionEngine {
             Event::RunFinished(e) => {
                 let state = self.runs.remove(key).expect("run state inserted above");
                 self.idle.remove(&(state.last_ts, key.clone()));
+                self.lru.remove(&(state.last_seq, key.clone()));
                 out.push(OutputEvent::RunTerminated(terminated(
                     key,
                     &state,
@@ -169,11 +226,34 @@ impl PartitionEngine {
         }
     }
 
-    fn advance_watermark(&mut self, ts: i64, out: &mut Vec<OutputEvent>) {
+    /// The watermark is the maximum event time of the partition, except that one run cannot
+    /// drag it far ahead: a jump beyond `max_future_skew_ms` counts only once
+    /// `watermark_jump_quorum` distinct runs made one (then to the earliest of their times).
+    fn advance_watermark(&mut self, key: &RunKey, ts: i64, out: &mut Vec<OutputEvent>) {
+        let skew = self.cfg.max_future_skew_ms;
         let wm = match self.meta.watermark_ms {
             Some(w) if w >= ts => return,
+            Some(w) if skew > 0 && ts.saturating_sub(w) > skew => {
+                let run = text::key64(
+                    "watermark.jump",
+                    &[key.project_id.as_bytes(), key.run_id.as_bytes()],
+                );
+                if !self.meta.jumps.iter().any(|(r, _)| *r == run) {
+                    self.meta.jumps.push((run, ts));
+                }
+                if self.meta.jumps.len() < self.cfg.watermark_jump_quorum.max(1) {
+                    return;
+                }
+                let to = self.meta.jumps.iter().map(|j| j.1).min().unwrap_or(ts);
+                self.meta.jumps.clear();
+                to
+            }
             _ => ts,
         };
+        // Pending jumps that the watermark has now come close to are ordinary again.
+        self.meta
+            .jumps
+            .retain(|(_, t)| skew > 0 && t.saturating_sub(wm) > skew);
         self.meta.watermark_ms = Some(wm);
         let timeout = self.cfg.idle_timeout_ms;
         if timeout <= 0 {
@@ -188,6 +268,7 @@ impl PartitionEngine {
                 break;
             };
             if let Some(state) = self.runs.remove(&key) {
+                self.lru.remove(&(state.last_seq, key.clone()));
                 out.push(OutputEvent::RunTerminated(terminated(
                     &key,
                     &state,
@@ -243,6 +324,7 @@ impl PartitionEngine {
     ) {
         self.runs.clear();
         self.idle.clear();
+        self.lru.clear();
         self.dirty.clear();
         self.forgotten.clear();
         self.meta = meta;
@@ -253,6 +335,7 @@ impl PartitionEngine {
                 continue;
             }
             self.idle.insert((s.last_ts, k.clone()));
+            self.lru.insert((s.last_seq, k.clone()));
             self.runs.insert(k, s);
         }
     }
@@ -345,7 +428,7 @@ fn terminated(key: &RunKey, state: &RunState, end: run::End<'_>) -> RunTerminate
         loop_caught_step_index: state.loop_caught_step_index,
         reported_loop_detected: match end {
             run::End::Finished(e) => e.reported_loop_detected,
-            run::End::Idle { .. } => None,
+            run::End::Idle { .. } | run::End::Evicted { .. } => None,
         },
         signals: state.signals,
         redeliveries: state.redeliveries,

@@ -25,11 +25,20 @@ pub struct RunState {
     /// What a stop (e.g. a budget) implies when the run reports no reason itself.
     pub inferred_reason: Option<TerminationReason>,
     pub detectors: RunDetectors,
+    /// The partition's event sequence number at this run's last event (eviction order).
+    #[serde(default)]
+    pub last_seq: u64,
 }
 
 pub enum End<'a> {
     Finished(&'a RunFinished),
-    Idle { at_ms: i64 },
+    Idle {
+        at_ms: i64,
+    },
+    /// Closed to stay within `max_open_runs`.
+    Evicted {
+        at_ms: i64,
+    },
 }
 
 impl RunState {
@@ -51,6 +60,7 @@ impl RunState {
             loop_caught_step_index: None,
             inferred_reason: None,
             detectors: RunDetectors::default(),
+            last_seq: 0,
         }
     }
 
@@ -117,6 +127,7 @@ impl RunState {
                 false,
                 *at_ms,
             ),
+            End::Evicted { at_ms } => ("abandoned", TerminationReason::Evicted, false, *at_ms),
         }
     }
 }

@@ -41,6 +41,21 @@ impl SeenSteps {
         true
     }
 
+    /// Keep at most `cap` ranges (0 = unlimited) by merging the two lowest: the oldest gaps are
+    /// summarised as seen. Returns how many merges were needed.
+    pub fn bound(&mut self, cap: usize) -> usize {
+        let mut merged = 0;
+        while cap > 0 && self.ranges.len() > cap.max(1) {
+            if self.ranges.len() < 2 {
+                break;
+            }
+            self.ranges[1].0 = self.ranges[0].0;
+            self.ranges.remove(0);
+            merged += 1;
+        }
+        merged
+    }
+
     pub fn contains(&self, i: u64) -> bool {
         let pos = self.ranges.partition_point(|&(_, end)| end <= i);
         self.ranges.get(pos).is_some_and(|&(s, e)| s <= i && i < e)
@@ -73,6 +88,19 @@ mod tests {
                 prop_assert!(w[0].1 < w[1].0);
             }
         }
+    }
+
+    #[test]
+    fn sparse_steps_are_bounded_by_merging_the_oldest_gaps() {
+        let mut s = SeenSteps::default();
+        for i in 0..10_000u64 {
+            assert!(s.insert(i * 2));
+            s.bound(16);
+        }
+        assert_eq!(s.range_count(), 16);
+        // The newest steps are exact; the oldest gaps were summarised as seen.
+        assert!(s.contains(19_998) && !s.contains(19_997));
+        assert!(s.contains(1));
     }
 
     #[test]

@@ -27,20 +27,176 @@ pub enum SinkError {
 struct Migration {
     version: u32,
     name: &'static str,
-    sql: &'static str,
+    /// The documented form (ClickHouse >= 20.3): DateTime64, LowCardinality, TTL.
+    modern: &'static str,
+    /// The same tables for older servers (Debian's 18.16), taking the same RowBinary rows.
+    legacy: &'static str,
 }
 
 const MIGRATIONS: &[Migration] = &[Migration {
     version: 1,
     name: "0001_core_tables",
-    sql: include_str!("../../schemas/clickhouse/0001_core_tables.sql"),
+    modern: include_str!("../../schemas/clickhouse/0001_core_tables.sql"),
+    legacy: include_str!("../../schemas/clickhouse/0001_core_tables.legacy.sql"),
 }];
+
+/// The oldest server that gets the modern DDL: DateTime64 arrived in 20.1, TTL in 19.6 and
+/// LowCardinality without an experimental flag in 19.x; 20.3 is the first LTS with all three.
+pub const MODERN_SINCE: (u32, u32) = (20, 3);
+
+/// Whether a `version()` string gets the modern DDL. Unparsable versions count as modern.
+pub fn is_modern(server_version: &str) -> bool {
+    let mut it = server_version
+        .trim()
+        .split('.')
+        .map(|p| p.parse::<u32>().ok());
+    match (it.next().flatten(), it.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= MODERN_SINCE,
+        (Some(major), None) => major >= MODERN_SINCE.0 + 1,
+        _ => true,
+    }
+}
+
+/// How the DDL is rendered: which form, on which cluster, with which retention.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DdlOptions {
+    pub db: String,
+    pub modern: bool,
+    /// `ON CLUSTER` name: tables become `<name>_local` (Replicated*MergeTree) plus a Distributed
+    /// `<name>` sharded by run, so every version of a row lands on one shard and FINAL is exact.
+    pub cluster: Option<String>,
+    /// TTL in days on the event time (modern form only); 0 keeps everything.
+    pub retention_days: u32,
+}
+
+impl DdlOptions {
+    /// Options for `cfg` on a server reporting `server_version` (`None`: the modern form).
+    pub fn new(cfg: &Config, server_version: Option<&str>) -> Self {
+        Self {
+            db: cfg.clickhouse_database.clone(),
+            modern: server_version.is_none_or(is_modern),
+            cluster: cfg.clickhouse_cluster.clone(),
+            retention_days: cfg.clickhouse_retention_days,
+        }
+    }
+
+    fn on_cluster(&self) -> String {
+        self.cluster
+            .as_ref()
+            .map(|c| format!(" ON CLUSTER '{c}'"))
+            .unwrap_or_default()
+    }
+
+    /// Statements that precede the migrations: the database and the migration ledger. The
+    /// ledger is local to the node eddy talks to; every statement is idempotent, so another
+    /// node re-applying them changes nothing.
+    pub fn bootstrap(&self) -> Vec<String> {
+        let db = &self.db;
+        vec![
+            format!("CREATE DATABASE IF NOT EXISTS {db}{}", self.on_cluster()),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {db}.schema_migrations \
+                 (version UInt32, name String, applied_at DateTime) \
+                 ENGINE = ReplacingMergeTree ORDER BY version"
+            ),
+        ]
+    }
+
+    /// Every migration's statements, rendered: (version, name, statements).
+    pub fn migrations(&self) -> Vec<(u32, &'static str, Vec<String>)> {
+        MIGRATIONS
+            .iter()
+            .map(|m| {
+                let sql = if self.modern { m.modern } else { m.legacy };
+                let stmts = statements(sql)
+                    .iter()
+                    .flat_map(|s| self.render(s))
+                    .collect();
+                (m.version, m.name, stmts)
+            })
+            .collect()
+    }
+
+    /// The whole script, as `eddy migrate --print` shows it.
+    pub fn script(&self) -> String {
+        let mut out = format!(
+            "-- eddy DDL: {} form{}{}\n",
+            if self.modern {
+                "modern"
+            } else {
+                "legacy (ClickHouse < 20.3)"
+            },
+            self.cluster
+                .as_ref()
+                .map(|c| format!(", cluster {c}"))
+                .unwrap_or_default(),
+            match self.retention_days {
+                0 => String::new(),
+                d => format!(", retention {d} days"),
+            }
+        );
+        for s in self.bootstrap() {
+            out.push_str(&format!("\n{s};\n"));
+        }
+        for (version, name, stmts) in self.migrations() {
+            out.push_str(&format!("\n-- migration {version}: {name}\n"));
+            for s in stmts {
+                out.push_str(&format!("\n{s};\n"));
+            }
+        }
+        out
+    }
+
+    /// One template statement → the statements to run.
+    fn render(&self, template: &str) -> Vec<String> {
+        let days = self.retention_days.to_string();
+        let stmt: String = template
+            .lines()
+            // A TTL line goes when there is no retention, and on servers without TTL.
+            .filter(|l| !l.contains("{retention_days}") || (self.retention_days > 0 && self.modern))
+            .map(|l| l.replace("{retention_days}", &days))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace("{db}", &self.db);
+        let (Some(cluster), Some(name)) = (&self.cluster, created_table(&stmt, &self.db)) else {
+            return vec![stmt];
+        };
+        let db = &self.db;
+        let local = stmt
+            .replacen(
+                &format!("{db}.{name}"),
+                &format!("{db}.{name}_local{}", self.on_cluster()),
+                1,
+            )
+            .replacen(
+                "ENGINE = ReplacingMergeTree(",
+                &format!(
+                    "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{{shard}}/{db}/{name}_local', '{{replica}}', "
+                ),
+                1,
+            );
+        let distributed = format!(
+            "CREATE TABLE IF NOT EXISTS {db}.{name}{} AS {db}.{name}_local\n\
+             ENGINE = Distributed('{cluster}', '{db}', '{name}_local', cityHash64(project_id, run_id))",
+            self.on_cluster()
+        );
+        vec![local, distributed]
+    }
+}
+
+/// The table a `CREATE TABLE IF NOT EXISTS <db>.<name>` statement creates.
+fn created_table<'a>(stmt: &'a str, db: &str) -> Option<&'a str> {
+    let rest = stmt.strip_prefix(&format!("CREATE TABLE IF NOT EXISTS {db}."))?;
+    rest.split(|c: char| c.is_whitespace() || c == '(').next()
+}
 
 #[derive(Clone)]
 pub struct ClickHouseSink {
     client: clickhouse::Client,
     url: String,
     db: String,
+    cluster: Option<String>,
+    retention_days: u32,
 }
 
 #[derive(Debug, Default)]
@@ -76,13 +232,28 @@ impl ClickHouseSink {
         if let Some(p) = &cfg.clickhouse_password {
             client = client.with_password(p);
         }
-        let sink = Self {
+        let sink = Self::from_client(client, cfg);
+        sink.version().await?;
+        Ok(sink)
+    }
+
+    /// A sink on a client built by the caller (tests: compression off, a recording server).
+    /// Database, cluster and retention come from `cfg`; `clickhouse_url` only names the server
+    /// in errors.
+    pub fn from_client(mut client: clickhouse::Client, cfg: &Config) -> Self {
+        if cfg.clickhouse_cluster.is_some() {
+            // Inserts go through Distributed tables: acknowledge only once every shard has its
+            // rows, so the commit rule still means "in ClickHouse". (24.x+ also calls it
+            // distributed_foreground_insert.)
+            client = client.with_option("insert_distributed_sync", "1");
+        }
+        Self {
             client,
             url: cfg.clickhouse_url.clone(),
             db: cfg.clickhouse_database.clone(),
-        };
-        sink.version().await?;
-        Ok(sink)
+            cluster: cfg.clickhouse_cluster.clone(),
+            retention_days: cfg.clickhouse_retention_days,
+        }
     }
 
     fn err(&self, source: clickhouse::error::Error) -> SinkError {
@@ -108,23 +279,35 @@ impl ClickHouseSink {
             .map_err(|e| self.err(e))
     }
 
+    /// The DDL this server gets: probes `version()` for the modern or legacy form.
+    pub async fn ddl(&self) -> Result<DdlOptions, SinkError> {
+        let version = self.version().await?;
+        Ok(DdlOptions {
+            db: self.db.clone(),
+            modern: is_modern(&version),
+            cluster: self.cluster.clone(),
+            retention_days: self.retention_days,
+        })
+    }
+
     /// Apply pending migrations in order; returns the names applied now.
     pub async fn migrate(&self) -> Result<Vec<String>, SinkError> {
         let db = &self.db;
-        self.client
-            .query(&format!("CREATE DATABASE IF NOT EXISTS {db}"))
-            .execute()
-            .await
-            .map_err(|e| self.err(e))?;
-        self.client
-            .query(&format!(
-                "CREATE TABLE IF NOT EXISTS {db}.schema_migrations \
-                 (version UInt32, name String, applied_at DateTime) \
-                 ENGINE = ReplacingMergeTree ORDER BY version"
-            ))
-            .execute()
-            .await
-            .map_err(|e| self.err(e))?;
+        let ddl = self.ddl().await?;
+        if !ddl.modern && ddl.retention_days > 0 {
+            tracing::warn!(
+                retention_days = ddl.retention_days,
+                "this ClickHouse is older than 20.3: no TTL, clickhouse_retention_days is ignored \
+                 (drop old monthly partitions with ALTER TABLE ... DROP PARTITION)"
+            );
+        }
+        for sql in ddl.bootstrap() {
+            self.client
+                .query(&sql)
+                .execute()
+                .await
+                .map_err(|e| self.err(e))?;
+        }
         let done: Vec<u32> = self
             .client
             .query(&format!("SELECT version FROM {db}.schema_migrations"))
@@ -132,18 +315,17 @@ impl ClickHouseSink {
             .await
             .map_err(|e| self.err(e))?;
         let mut applied = Vec::new();
-        for m in MIGRATIONS {
-            if done.contains(&m.version) {
+        for (version, name, stmts) in ddl.migrations() {
+            if done.contains(&version) {
                 continue;
             }
-            for stmt in statements(m.sql) {
-                let sql = stmt.replace("{db}", db);
+            for sql in stmts {
                 self.client
                     .query(&sql)
                     .execute()
                     .await
                     .map_err(|source| SinkError::Migration {
-                        name: m.name.to_string(),
+                        name: name.to_string(),
                         source,
                     })?;
             }
@@ -151,12 +333,12 @@ impl ClickHouseSink {
                 .query(&format!(
                     "INSERT INTO {db}.schema_migrations (version, name, applied_at) VALUES (?, ?, now())"
                 ))
-                .bind(m.version)
-                .bind(m.name)
+                .bind(version)
+                .bind(name)
                 .execute()
                 .await
                 .map_err(|e| self.err(e))?;
-            applied.push(m.name.to_string());
+            applied.push(name.to_string());
         }
         Ok(applied)
     }
@@ -219,12 +401,104 @@ fn statements(sql: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn opts(modern: bool, cluster: Option<&str>, retention_days: u32) -> DdlOptions {
+        DdlOptions {
+            db: "eddy".into(),
+            modern,
+            cluster: cluster.map(String::from),
+            retention_days,
+        }
+    }
+
     #[test]
     fn migrations_split_into_statements() {
-        let stmts = super::statements(super::MIGRATIONS[0].sql);
-        assert_eq!(stmts.len(), 3);
-        assert!(stmts
-            .iter()
-            .all(|s| s.starts_with("CREATE TABLE IF NOT EXISTS {db}.")));
+        for m in MIGRATIONS {
+            for sql in [m.modern, m.legacy] {
+                let stmts = statements(sql);
+                assert_eq!(stmts.len(), 3);
+                assert!(stmts
+                    .iter()
+                    .all(|s| s.starts_with("CREATE TABLE IF NOT EXISTS {db}.")));
+            }
+        }
+    }
+
+    #[test]
+    fn server_versions_pick_the_form() {
+        assert!(!is_modern("18.16.1"));
+        assert!(!is_modern("20.1.2.4"));
+        assert!(is_modern("20.3.1"));
+        assert!(is_modern("24.8.4.13"));
+        assert!(is_modern("26.9.2.1"));
+        assert!(is_modern("weird"));
+    }
+
+    #[test]
+    fn both_forms_declare_the_same_columns_in_the_same_order() {
+        // RowBinary is positional and eddy names the columns: one row struct serves both forms.
+        let cols = |sql: &str| -> Vec<Vec<String>> {
+            statements(sql)
+                .iter()
+                .map(|s| {
+                    s.lines()
+                        .map(str::trim)
+                        .skip_while(|l| *l != "(")
+                        .skip(1)
+                        .take_while(|l| *l != ")")
+                        .filter_map(|l| l.split_whitespace().next().map(String::from))
+                        .collect()
+                })
+                .collect()
+        };
+        for m in MIGRATIONS {
+            assert_eq!(cols(m.modern), cols(m.legacy), "{}", m.name);
+        }
+    }
+
+    #[test]
+    fn legacy_form_has_nothing_18_16_rejects() {
+        let all = opts(false, None, 30).migrations();
+        for s in all.iter().flat_map(|m| &m.2) {
+            for word in ["DateTime64", "LowCardinality", "TTL", "{retention_days}"] {
+                assert!(!s.contains(word), "{word} in {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn retention_renders_a_ttl_only_when_set() {
+        let none = opts(true, None, 0).script();
+        assert!(!none.contains("TTL") && !none.contains("{retention_days}"));
+        let some = opts(true, None, 90).script();
+        assert_eq!(some.matches("INTERVAL 90 DAY").count(), 3, "{some}");
+        assert!(some.contains("TTL ended_at + INTERVAL 90 DAY;"));
+    }
+
+    #[test]
+    fn cluster_renders_replicated_locals_and_distributed_tables() {
+        let m = opts(true, Some("prod"), 0).migrations();
+        let stmts = &m[0].2;
+        assert_eq!(stmts.len(), 6);
+        for t in ["steps", "signals", "runs"] {
+            let local = stmts
+                .iter()
+                .find(|s| {
+                    s.starts_with(&format!(
+                        "CREATE TABLE IF NOT EXISTS eddy.{t}_local ON CLUSTER 'prod'"
+                    ))
+                })
+                .unwrap_or_else(|| panic!("{t}_local"));
+            assert!(local.contains(&format!(
+                "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{{shard}}/eddy/{t}_local', '{{replica}}', src_offset)"
+            )));
+            assert!(stmts.iter().any(|s| s.starts_with(&format!(
+                "CREATE TABLE IF NOT EXISTS eddy.{t} ON CLUSTER 'prod' AS eddy.{t}_local"
+            )) && s.contains(
+                "Distributed('prod', 'eddy', '{t}_local', cityHash64(project_id, run_id))"
+            )));
+        }
+        assert!(opts(true, Some("prod"), 0).bootstrap()[0].ends_with("ON CLUSTER 'prod'"));
     }
 }

@@ -24,6 +24,8 @@ const VERSION: u32 = 1;
 #[derive(Serialize)]
 struct RunRecordOut<'a> {
     v: u32,
+    /// The record covers this run's input events below this offset (see `Restored::run_offsets`).
+    offset: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     state: Option<&'a RunState>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -33,6 +35,8 @@ struct RunRecordOut<'a> {
 #[derive(Deserialize)]
 struct RunRecordIn {
     v: u32,
+    #[serde(default)]
+    offset: Option<i64>,
     #[serde(default)]
     state: Option<RunState>,
     #[serde(default)]
@@ -51,11 +55,14 @@ pub fn run_key(k: &RunKey) -> Vec<u8> {
 }
 
 /// Encode one change as (key, value); `None` value = tombstone.
-pub fn encode(change: &Change<'_>) -> (Vec<u8>, Option<Vec<u8>>) {
+/// Encode one change made while applying input offsets below `offset` as (key, value);
+/// `None` value = tombstone.
+pub fn encode(change: &Change<'_>, offset: i64) -> (Vec<u8>, Option<Vec<u8>>) {
     match change {
         Change::Upsert(k, s) => {
             let rec = RunRecordOut {
                 v: VERSION,
+                offset,
                 state: Some(s),
                 ended: false,
             };
@@ -64,6 +71,7 @@ pub fn encode(change: &Change<'_>) -> (Vec<u8>, Option<Vec<u8>>) {
         Change::Ended(k) => {
             let rec = RunRecordOut {
                 v: VERSION,
+                offset,
                 state: None,
                 ended: true,
             };
@@ -86,6 +94,11 @@ pub fn encode_meta(applied_offset: i64, meta: &PartitionMeta) -> Vec<u8> {
 #[derive(Default)]
 pub struct Restored {
     pub applied_offset: Option<i64>,
+    /// Per run, the input offset its record covers. Without transactions the records of one
+    /// flush are not atomic: a crash can leave some runs' records newer than the meta record.
+    /// Events of such a run below its own offset are already in its state and must not be
+    /// applied again.
+    pub run_offsets: HashMap<RunKey, i64>,
     pub meta: PartitionMeta,
     pub runs: Vec<(RunKey, RunState)>,
     /// Ended runs, oldest first.
@@ -97,9 +110,26 @@ pub struct Restored {
 /// Read changelog partition `partition` from the beginning to its end. Blocking: call it from
 /// `spawn_blocking`.
 pub fn restore(brokers: &str, topic: &str, partition: i32) -> Result<Restored, SourceError> {
+    restore_with(
+        &[("bootstrap.servers".to_string(), brokers.to_string())],
+        topic,
+        partition,
+    )
+}
+
+/// [`restore`] with client properties (brokers and security settings, see
+/// `Config::kafka_client_props`).
+pub fn restore_with(
+    props: &[(String, String)],
+    topic: &str,
+    partition: i32,
+) -> Result<Restored, SourceError> {
     let started = Instant::now();
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
+    let mut cc = ClientConfig::new();
+    for (k, v) in props {
+        cc.set(k, v);
+    }
+    let c: BaseConsumer = cc
         .set("group.id", "eddy-restore-unused")
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
@@ -158,6 +188,9 @@ pub fn restore(brokers: &str, topic: &str, partition: i32) -> Result<Restored, S
                     )));
                 }
                 let state = if rec.ended { None } else { rec.state };
+                if let Some(o) = rec.offset {
+                    out.run_offsets.insert(rk.clone(), o);
+                }
                 runs.insert(rk, (msg.offset(), state));
             }
         }

@@ -124,16 +124,25 @@ pub fn consumer(cfg: &Config) -> Result<(Input, Arc<Mutex<Assignment>>), SourceE
 
 /// Create missing topics and check that the changelog is co-partitioned with the input.
 pub async fn ensure_topics(cfg: &Config) -> Result<(), SourceError> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &cfg.kafka_brokers)
-        .create()?;
+    let mut cc = ClientConfig::new();
+    for (k, v) in cfg.kafka_client_props() {
+        cc.set(k, v);
+    }
+    let admin: AdminClient<DefaultClientContext> = cc.create()?;
     let changelog = cfg.changelog_topic();
     if cfg.create_topics {
         let repl = || TopicReplication::Fixed(cfg.topic_replication);
         let plain = [&cfg.input_topic, &cfg.output_topic, &cfg.dlq_topic];
+        let max_bytes = cfg.topic_max_message_bytes.map(|n| n.to_string());
         let mut topics: Vec<NewTopic<'_>> = plain
             .iter()
-            .map(|t| NewTopic::new(t, cfg.topic_partitions, repl()))
+            .map(|t| {
+                let nt = NewTopic::new(t, cfg.topic_partitions, repl());
+                match &max_bytes {
+                    Some(n) if *t != &cfg.output_topic => nt.set("max.message.bytes", n),
+                    _ => nt,
+                }
+            })
             .collect();
         create(&admin, &topics).await?;
         // The changelog must match the input's *actual* partition count, which may predate us.

@@ -6,7 +6,8 @@
 //! DESIGN.md for the invariants and what each failure does.
 use crate::admin::{self, Health};
 use crate::config::Config;
-use crate::contract::{decode, Event};
+use crate::contract::input::decode_bounded;
+use crate::contract::{Event, RunKey};
 use crate::emit::{DeadLetter, EmitError, Emitter};
 use crate::engine::{Outcome, PartitionEngine};
 use crate::sink::rows::{push_output, Source};
@@ -97,6 +98,38 @@ fn wall_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// The message key should be the run id (that is what keeps a run in one partition). A
+/// different or missing key is not an error of the event: the run's events still land in one
+/// partition as long as the producer keys them consistently. It is counted and logged (at most
+/// once a minute), never dead-lettered.
+fn check_key(key: Option<&[u8]>, run: &RunKey) {
+    static LAST_WARN: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let kind = match key {
+        None => "missing",
+        Some(k) if k == run.run_id.as_bytes() => return,
+        Some(_) => "mismatch",
+    };
+    metrics::counter!("eddy_key_mismatch_total", "kind" => kind).increment(1);
+    let now = wall_ms();
+    let last = LAST_WARN.load(std::sync::atomic::Ordering::Relaxed);
+    if now - last >= 60_000
+        && LAST_WARN
+            .compare_exchange(
+                last,
+                now,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            )
+            .is_ok()
+    {
+        tracing::warn!(
+            kind,
+            "input message key is not the event's run_id (counted in eddy_key_mismatch_total; \
+             events are processed, but a run keyed inconsistently can be split across partitions)"
+        );
+    }
+}
+
 /// Everything one input partition owns.
 struct PartitionTask {
     engine: PartitionEngine,
@@ -104,6 +137,10 @@ struct PartitionTask {
     next_offset: Option<i64>,
     /// Messages below this offset are already reflected in the restored state.
     skip_below: i64,
+    /// Restored runs whose changelog record is newer than the meta record: their events below
+    /// the given offset are already in their state (see `changelog::Restored::run_offsets`).
+    run_offsets: HashMap<crate::contract::RunKey, i64>,
+    run_offsets_max: i64,
 }
 
 #[derive(Default)]
@@ -178,10 +215,10 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                 continue;
             }
             if let std::collections::hash_map::Entry::Vacant(slot) = parts.entry(p) {
-                let brokers = cfg.kafka_brokers.clone();
+                let props = cfg.kafka_client_props();
                 let topic = changelog_topic.clone();
                 let restored =
-                    tokio::task::spawn_blocking(move || changelog::restore(&brokers, &topic, p))
+                    tokio::task::spawn_blocking(move || changelog::restore_with(&props, &topic, p))
                         .await??;
                 metrics::histogram!("eddy_state_restore_seconds")
                     .record(restored.elapsed.as_secs_f64());
@@ -200,6 +237,8 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                     engine,
                     next_offset: None,
                     skip_below: restored.applied_offset.unwrap_or(0),
+                    run_offsets_max: restored.run_offsets.values().copied().max().unwrap_or(0),
+                    run_offsets: restored.run_offsets,
                 });
             }
             let Some(task) = parts.get_mut(&p) else {
@@ -216,13 +255,27 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
             };
             counters.events += 1;
             metrics::counter!("eddy_events_consumed_total").increment(1);
-            match m.payload().map(decode) {
-                Some(Ok(ev)) => {
+            match decode_bounded(m.payload(), cfg.max_message_bytes) {
+                Ok(ev) => {
+                    check_key(m.key(), ev.key());
                     // Wall clock only feeds metrics; the engine never sees it.
                     let now_ms = wall_ms();
                     metrics::histogram!("eddy_event_age_seconds")
                         .record((now_ms - ev.ts_ms()).max(0) as f64 / 1000.0);
-                    let outcome = task.engine.apply(&ev, &mut outs);
+                    // Already in this run's restored state (its changelog record is newer than the
+                    // partition's meta record after a crash mid-flush): only time moves. Its rows
+                    // and outputs were made durable before that record was written.
+                    let covered = task.run_offsets.get(ev.key()).is_some_and(|o| offset < *o);
+                    if !task.run_offsets.is_empty() && offset >= task.run_offsets_max {
+                        task.run_offsets.clear();
+                    }
+                    let outcome = if covered {
+                        counters.skipped_restored += 1;
+                        task.engine.observe_time_only(&ev, &mut outs);
+                        Outcome::AfterEnd
+                    } else {
+                        task.engine.apply(&ev, &mut outs)
+                    };
                     if matches!(outcome, Outcome::Redelivery(_)) {
                         metrics::counter!("eddy_redeliveries_total").increment(1);
                     }
@@ -248,7 +301,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                         counters.outputs += 1;
                     }
                 }
-                Some(Err(e)) => {
+                Err(e) => {
                     counters.dead_letters += 1;
                     metrics::counter!("eddy_dead_letters_total", "reason" => e.reason())
                         .increment(1);
@@ -260,23 +313,6 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                             key: m.key(),
                             reason: e.reason(),
                             detail: &detail,
-                            topic: m.topic(),
-                            partition: p,
-                            offset,
-                        },
-                    )?;
-                }
-                None => {
-                    counters.dead_letters += 1;
-                    metrics::counter!("eddy_dead_letters_total", "reason" => "empty_payload")
-                        .increment(1);
-                    emitter.send_dead_letter(
-                        &cfg.dlq_topic,
-                        &DeadLetter {
-                            payload: None,
-                            key: m.key(),
-                            reason: "empty_payload",
-                            detail: "message has no payload",
                             topic: m.topic(),
                             partition: p,
                             offset,
@@ -415,7 +451,7 @@ async fn flush(
             continue;
         };
         for change in task.engine.take_changes() {
-            let (key, value) = changelog::encode(&change);
+            let (key, value) = changelog::encode(&change, next);
             emitter.send_changelog(changelog_topic, *p, &key, value.as_deref())?;
         }
         let meta = changelog::encode_meta(next, task.engine.meta());

@@ -305,3 +305,114 @@ pub fn stop_gracefully(child: &mut Child) {
         .status();
     let _ = child.wait();
 }
+
+/// A simulated fleet and what the undisturbed engine makes of it.
+pub struct Fleet {
+    /// (key = run_id, JSON line), in event-time order.
+    pub lines: Vec<(String, String)>,
+    /// Output events of the offline replay, by event id.
+    pub want: std::collections::BTreeMap<String, OutputEvent>,
+    /// Number of step events.
+    pub steps: u64,
+    pub runs: usize,
+}
+
+impl Fleet {
+    pub fn new(cfg: &Config, runs: usize, seed: u64, projects: usize) -> Self {
+        let sim = eddy::simulate::SimulateArgs {
+            runs,
+            loop_rate: 0.3,
+            seed,
+            projects,
+            start_ms: 1_767_225_600_000,
+            out: None,
+            unfinished_rate: 0.0,
+        };
+        let lines: Vec<(String, String)> = eddy::simulate::generate(&sim)
+            .into_iter()
+            .map(|(_, k, l)| (k, l))
+            .collect();
+        let input: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
+        let (outs, _) = eddy::replay::replay_to_vec(
+            input.as_bytes(),
+            std::sync::Arc::new(cfg.engine.clone()),
+            cfg.topic_partitions as u32,
+        );
+        Self {
+            steps: step_count(&lines),
+            want: outs
+                .into_iter()
+                .map(|o| (o.event_id().to_string(), o))
+                .collect(),
+            lines,
+            runs,
+        }
+    }
+
+    pub fn signals(&self) -> u64 {
+        self.want
+            .values()
+            .filter(|o| !matches!(o, OutputEvent::RunTerminated(_)))
+            .count() as u64
+    }
+}
+
+pub fn step_count(lines: &[(String, String)]) -> u64 {
+    lines
+        .iter()
+        .filter(|(_, l)| l.contains("\"kind\":\"step\""))
+        .count() as u64
+}
+
+/// Every event received is one the undisturbed replay produced, with the same content; returns
+/// how many were exact duplicates. Panics naming the differing fields otherwise.
+pub fn assert_exact_or_duplicate(
+    got: &[OutputEvent],
+    want: &std::collections::BTreeMap<String, OutputEvent>,
+) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    let mut dupes = 0;
+    for o in got {
+        let w = want
+            .get(o.event_id())
+            .unwrap_or_else(|| panic!("event not produced by the undisturbed replay: {o:?}"));
+        if o != w {
+            let (a, b) = (
+                serde_json::to_value(o).unwrap_or_default(),
+                serde_json::to_value(w).unwrap_or_default(),
+            );
+            let diff: Vec<String> = a
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, v)| b.get(k.as_str()) != Some(v))
+                .map(|(k, v)| format!("{k}: got {v}, want {}", b[k.as_str()]))
+                .collect();
+            panic!(
+                "{} differs from the undisturbed result: {diff:?}",
+                o.event_id()
+            );
+        }
+        if !seen.insert(o.event_id().to_string()) {
+            dupes += 1;
+        }
+    }
+    dupes
+}
+
+/// Read the output topic until every expected event id is there.
+pub fn read_all_expected(
+    cfg: &Config,
+    want: &std::collections::BTreeMap<String, OutputEvent>,
+    timeout: Duration,
+    worker: Option<&mut Child>,
+) -> Vec<OutputEvent> {
+    let recs = read_topic_until(cfg, &cfg.output_topic, timeout, worker, |r| {
+        let ids: std::collections::HashSet<String> = outputs(r)
+            .iter()
+            .map(|o| o.event_id().to_string())
+            .collect();
+        want.keys().all(|k| ids.contains(k))
+    });
+    outputs(&recs)
+}

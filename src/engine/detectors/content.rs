@@ -83,7 +83,7 @@ impl ContentState {
             }
             return;
         }
-        let Some(content) = v.step.content.as_deref() else {
+        let Some(content) = v.canon.content(v.step) else {
             return;
         };
         let step = v.step.step_index;

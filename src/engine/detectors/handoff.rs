@@ -56,7 +56,7 @@ fn agent_key(name: &str) -> u64 {
 }
 
 fn payload_text(v: &StepView<'_>) -> String {
-    if let Some(c) = v.step.content.as_deref().filter(|c| !c.trim().is_empty()) {
+    if let Some(c) = v.canon.content(v.step).filter(|c| !c.trim().is_empty()) {
         return c.to_string();
     }
     if v.tool.is_some() {

@@ -29,9 +29,19 @@ impl Default for KeelwaveConfig {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KeelwaveState {
-    /// fingerprint (hex) -> first step index.
+    /// First 8 bytes of the fingerprint -> first step index (16 bytes per entry instead of a
+    /// 64-char hex string; a 64-bit prefix collision is negligible at 4096 entries).
+    #[serde(default)]
+    first: BTreeMap<u64, u64>,
+    /// Changelog records written before `first` existed (hex keys); read, then converted.
+    #[serde(default, skip_serializing)]
     first_seen: BTreeMap<String, u64>,
+    #[serde(default)]
     fired: bool,
+}
+
+fn prefix(fp: &[u8; 32]) -> u64 {
+    u64::from_be_bytes([fp[0], fp[1], fp[2], fp[3], fp[4], fp[5], fp[6], fp[7]])
 }
 
 impl KeelwaveState {
@@ -45,8 +55,17 @@ impl KeelwaveState {
         let (true, Some(fp), Some(tool)) = (cfg.enabled, fps.raw, step.tool_name.as_deref()) else {
             return;
         };
-        let key = hex::encode(fp);
-        match self.first_seen.get(&key) {
+        if !self.first_seen.is_empty() {
+            for (hexkey, step) in std::mem::take(&mut self.first_seen) {
+                if let Ok(b) = hex::decode(&hexkey) {
+                    if let Ok(fp) = <[u8; 32]>::try_from(b.as_slice()) {
+                        self.first.insert(prefix(&fp), step);
+                    }
+                }
+            }
+        }
+        let key = prefix(&fp);
+        match self.first.get(&key) {
             Some(&first) if !self.fired => {
                 // Like keelwave's client: only the first duplicate of the run marks it.
                 self.fired = true;
@@ -54,7 +73,7 @@ impl KeelwaveState {
                     detector: "keelwave_fingerprint",
                     severity: cfg.severity,
                     pattern: format!("{tool}(same input)"),
-                    fingerprint: key,
+                    fingerprint: hex::encode(fp),
                     hits: 2,
                     step_indices: vec![first, step.step_index],
                     first_step_index: first,
@@ -65,8 +84,8 @@ impl KeelwaveState {
             }
             Some(_) => {}
             None => {
-                if self.first_seen.len() < cfg.max_fingerprints {
-                    self.first_seen.insert(key, step.step_index);
+                if self.first.len() < cfg.max_fingerprints {
+                    self.first.insert(key, step.step_index);
                 }
             }
         }

@@ -1,0 +1,689 @@
+//! `eddy ingest-http`: keelwave's ingest API for agent runs, in front of the input topic.
+//!
+//! An agent instrumented with the `keelwave` SDK switches to eddy by changing its `endpoint`.
+//! Routes, key formats, status codes, envelopes and validation are keelwave's server's
+//! (`cmd/api/agent_runs.go`, `agent_steps.go`, `json.go`, `middleware.go`; see
+//! `shared/anchors/keelwave-wire-contract.md`):
+//!
+//! | route | success | body |
+//! |---|---|---|
+//! | `POST /v1/ingest/agent/runs` | 201 | `{"data":{"id":<uuid v7>,"timestamp":<RFC 3339>}}` |
+//! | `POST /v1/ingest/agent/steps` | 201 | same |
+//! | `POST /v1/ingest/agent/runs/{run_id}/finish` | 204 | empty |
+//! | `GET /v1/health` | 200 | `{"data":{"status":"ok",...}}` |
+//!
+//! Errors are `{"error":"..."}`: 400 (unknown field, bad JSON, body over 1 MiB, validation),
+//! 401 (`unauthorized`), 404 (`not found`: finish with the wrong timestamp), 503 with
+//! `Retry-After: 1` when Kafka does not take the event (the SDK raises `KeelwaveBufferFull`).
+//!
+//! Every accepted request becomes one v1 event, keyed by run id, and is answered only after the
+//! broker acknowledged it: a 201/204 means the event is durable. Requests are group-committed
+//! (one flush for all requests in flight), so this costs latency, not throughput.
+//! Not reproduced: keelwave's rate limits (429) and its other ingest routes (`/v1/ingest/ai`,
+//! `/events`, `/metrics`), which have no v1 equivalent.
+mod runs;
+mod wire;
+
+pub use runs::{format_uuid, uuid_v7, v7_millis, RUN_TABLE_CAPACITY};
+
+use crate::config::Config;
+use crate::contract::ReportedTotals;
+use crate::emit::{EmitError, Emitter};
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use runs::{FinishCheck, RunInfo, RunTable};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use wire::Violations;
+
+/// keelwave's `maxRequestBytes`.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+/// Requests waiting for the broker at most (keelwave's `BATCH_QUEUE_DEPTH`); past it, 503.
+const QUEUE_DEPTH: usize = 10_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// 400 with keelwave's message.
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("unauthorized")]
+    Unauthorized,
+    #[error("not found")]
+    NotFound,
+    /// 503 + Retry-After: the event was not acknowledged by Kafka.
+    #[error("event not acknowledged by Kafka: {0}")]
+    Unavailable(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+    #[error("invalid ingest configuration: {0}")]
+    Config(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Emit(#[from] EmitError),
+    #[error("ingest server failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
+    // Go's json.Encoder ends the document with a newline.
+    let mut bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
+    bytes.push(b'\n');
+    let mut r = (status, bytes).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn error_body(status: StatusCode, msg: &str) -> Response {
+    json_response(status, &serde_json::json!({ "error": msg }))
+}
+
+impl IntoResponse for IngestError {
+    fn into_response(self) -> Response {
+        match &self {
+            IngestError::BadRequest(m) => error_body(StatusCode::BAD_REQUEST, m),
+            IngestError::Unauthorized => error_body(StatusCode::UNAUTHORIZED, "unauthorized"),
+            IngestError::NotFound => error_body(StatusCode::NOT_FOUND, "not found"),
+            IngestError::Unavailable(why) => {
+                tracing::warn!(error = %why, "ingest: answering 503");
+                let mut r =
+                    error_body(StatusCode::SERVICE_UNAVAILABLE, "ingest buffer full, retry");
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            }
+            other => {
+                tracing::error!(error = %other, "ingest: internal error");
+                error_body(StatusCode::INTERNAL_SERVER_ERROR, "internal server error")
+            }
+        }
+    }
+}
+
+struct Job {
+    key: String,
+    payload: Vec<u8>,
+    done: oneshot::Sender<Result<(), String>>,
+}
+
+struct AppState {
+    /// sha256(key) → project id; the plaintext keys are not kept (keelwave stores hashes too).
+    keys: HashMap<[u8; 32], Arc<str>>,
+    runs: Mutex<RunTable>,
+    jobs: mpsc::Sender<Job>,
+}
+
+impl AppState {
+    fn runs(&self) -> std::sync::MutexGuard<'_, RunTable> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// keelwave's `extractKey` + `auth.Parse` + lookup: `Authorization: Bearer <k>`,
+    /// `Authorization: <k>` or `X-API-Key: <k>`; trimmed, must start with `kw_`.
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<str>, IngestError> {
+        let header_str = |name: &str| {
+            headers
+                .get(name)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default()
+        };
+        let auth = header_str("authorization");
+        let raw = if !auth.is_empty() {
+            match auth.strip_prefix("Bearer ") {
+                Some(k) => k.to_string(),
+                None => auth,
+            }
+        } else {
+            header_str("x-api-key")
+        };
+        let key = raw.trim();
+        if key.is_empty() || !key.starts_with("kw_") {
+            return Err(IngestError::Unauthorized);
+        }
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        self.keys
+            .get(&digest)
+            .cloned()
+            .ok_or(IngestError::Unauthorized)
+    }
+
+    /// Produce one event and wait for the broker's acknowledgement.
+    async fn publish(&self, run_id: &str, event: &V1Event<'_>) -> Result<(), IngestError> {
+        let payload =
+            serde_json::to_vec(event).map_err(|e| IngestError::Internal(e.to_string()))?;
+        let (done, ack) = oneshot::channel();
+        self.jobs
+            .try_send(Job {
+                key: run_id.to_string(),
+                payload,
+                done,
+            })
+            .map_err(|e| IngestError::Unavailable(format!("publish queue: {e}")))?;
+        ack.await
+            .map_err(|_| IngestError::Unavailable("publisher stopped".into()))?
+            .map_err(IngestError::Unavailable)
+    }
+}
+
+/// One v1 input event (see `schemas/v1/input-event.schema.json`).
+#[derive(Serialize, Default)]
+struct V1Event<'a> {
+    v: u8,
+    kind: &'static str,
+    project_id: &'a str,
+    run_id: &'a str,
+    ts: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_index: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_name: Option<&'a str>,
+    /// The bytes exactly as the client sent them: keelwave's fingerprint of record hashes them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_input: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_output: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_success: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_latency_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tokens: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    termination_reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reported_loop_detected: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reported_loop_step_index: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reported_totals: Option<ReportedTotals>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<&'a RawValue>,
+}
+
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.to_offset(time::UtcOffset::UTC)
+        .format(&Rfc3339)
+        .unwrap_or_else(|_| t.unix_timestamp().to_string())
+}
+
+fn created(id: u128, at: OffsetDateTime) -> Response {
+    json_response(
+        StatusCode::CREATED,
+        &serde_json::json!({ "data": { "id": format_uuid(id), "timestamp": rfc3339(at) } }),
+    )
+}
+
+async fn read_body(body: Body) -> Result<axum::body::Bytes, IngestError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| IngestError::BadRequest("http: request body too large".into()))
+}
+
+const RUN_START_FIELDS: &[&str] = &["timestamp", "agent_name", "input", "metadata"];
+
+async fn run_start(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, IngestError> {
+    let project = st.authenticate(&headers)?;
+    let body = read_body(body).await?;
+    let f = wire::decode(&body, "ingestAgentRunStartPayload", RUN_START_FIELDS)?;
+    let timestamp = f.time("timestamp")?;
+    let agent_name = f.string("agent_name")?.unwrap_or_default();
+    let input = f.string("input")?;
+    let metadata = f.raw("metadata");
+    let mut v = Violations::new("ingestAgentRunStartPayload");
+    if v.check(!agent_name.is_empty(), "AgentName", "required") {
+        v.max_runes(Some(&agent_name), 200, "AgentName");
+    }
+    v.max_runes(input.as_deref(), 10_000, "Input");
+    v.finish()?;
+
+    let started = timestamp.map_or_else(runs::now_micros, runs::truncate_micros);
+    let id = uuid_v7(started);
+    let run_id = format_uuid(id);
+    let event = V1Event {
+        v: 1,
+        kind: "run_started",
+        project_id: &project,
+        run_id: &run_id,
+        ts: rfc3339(started),
+        agent_name: Some(&agent_name),
+        input: input.as_deref(),
+        metadata,
+        ..V1Event::default()
+    };
+    st.publish(&run_id, &event).await?;
+    st.runs().insert(
+        id,
+        RunInfo {
+            project,
+            agent_name,
+            started,
+            finished: false,
+        },
+    );
+    Ok(created(id, started))
+}
+
+const STEP_FIELDS: &[&str] = &[
+    "timestamp",
+    "agent_run_id",
+    "step_index",
+    "step_type",
+    "content",
+    "tool_name",
+    "tool_input",
+    "tool_output",
+    "tool_success",
+    "tool_latency_ms",
+    "tokens",
+    "cost_usd",
+    "metadata",
+];
+
+const STEP_TYPES: &[&str] = &["think", "tool_call", "tool_result", "replan"];
+
+async fn step(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, IngestError> {
+    let project = st.authenticate(&headers)?;
+    let body = read_body(body).await?;
+    let f = wire::decode(&body, "ingestAgentStepPayload", STEP_FIELDS)?;
+    let timestamp = f.time("timestamp")?;
+    let run = f.uuid("agent_run_id")?.unwrap_or(0);
+    let step_index = f.int("step_index")?.unwrap_or(0);
+    let step_type = f.string("step_type")?.unwrap_or_default();
+    let content = f.string("content")?;
+    let tool_name = f.string("tool_name")?;
+    let tool_input = f.raw("tool_input");
+    let tool_output = f.raw("tool_output");
+    let tool_success = f.boolean("tool_success")?;
+    let tool_latency_ms = f.int("tool_latency_ms")?;
+    let tokens = f.int("tokens")?;
+    let cost_usd = f.float("cost_usd")?;
+    let metadata = f.raw("metadata");
+    let mut v = Violations::new("ingestAgentStepPayload");
+    v.check(run != 0, "AgentRunID", "required");
+    v.check(step_index >= 0, "StepIndex", "gte");
+    if v.check(!step_type.is_empty(), "StepType", "required") {
+        v.check(
+            STEP_TYPES.contains(&step_type.as_str()),
+            "StepType",
+            "oneof",
+        );
+    }
+    v.max_runes(content.as_deref(), 100_000, "Content");
+    v.max_runes(tool_name.as_deref(), 200, "ToolName");
+    v.gte0_opt_int(tool_latency_ms, "ToolLatencyMs");
+    v.gte0_opt_int(tokens, "Tokens");
+    if let Some(c) = cost_usd {
+        v.check(c >= 0.0, "CostUSD", "gte");
+    }
+    v.finish()?;
+
+    // keelwave accepts a step for any run id (it does not look the run up); so does the bridge.
+    let at = timestamp.unwrap_or_else(OffsetDateTime::now_utc);
+    let run_id = format_uuid(run);
+    let event = V1Event {
+        v: 1,
+        kind: "step",
+        project_id: &project,
+        run_id: &run_id,
+        ts: rfc3339(at),
+        step_index: Some(step_index),
+        step_type: Some(&step_type),
+        content: content.as_deref(),
+        tool_name: tool_name.as_deref(),
+        tool_input,
+        tool_output,
+        tool_success,
+        tool_latency_ms,
+        tokens,
+        cost_usd,
+        metadata,
+        ..V1Event::default()
+    };
+    st.publish(&run_id, &event).await?;
+    Ok(created(uuid_v7(OffsetDateTime::now_utc()), at))
+}
+
+const FINISH_FIELDS: &[&str] = &[
+    "timestamp",
+    "status",
+    "termination_reason",
+    "loop_detected",
+    "loop_step_index",
+    "total_steps",
+    "total_tokens",
+    "total_cost_usd",
+    "duration_ms",
+    "output",
+];
+
+const TERMINATION_REASONS: &[&str] = &[
+    "clean",
+    "max_steps_reached",
+    "context_limit",
+    "error",
+    "loop_detected",
+    "timeout",
+];
+
+async fn finish(
+    State(st): State<Arc<AppState>>,
+    Path(run_param): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, IngestError> {
+    let project = st.authenticate(&headers)?;
+    let run = wire::parse_uuid(&run_param).map_err(IngestError::BadRequest)?;
+    let body = read_body(body).await?;
+    let f = wire::decode(&body, "ingestAgentRunFinishPayload", FINISH_FIELDS)?;
+    let timestamp = f.time("timestamp")?;
+    let status = f.string("status")?.unwrap_or_default();
+    let termination_reason = f.string("termination_reason")?;
+    let loop_detected = f.boolean("loop_detected")?.unwrap_or(false);
+    let loop_step_index = f.int("loop_step_index")?;
+    let total_steps = f.int("total_steps")?.unwrap_or(0);
+    let total_tokens = f.int("total_tokens")?.unwrap_or(0);
+    let total_cost_usd = f.float("total_cost_usd")?;
+    let duration_ms = f.int("duration_ms")?;
+    let output = f.string("output")?;
+    let mut v = Violations::new("ingestAgentRunFinishPayload");
+    // `required` on time.Time: the zero time (0001-01-01T00:00:00Z) counts as missing.
+    v.check(
+        timestamp.is_some_and(|t| t.unix_timestamp() != -62_135_596_800 || t.nanosecond() != 0),
+        "Timestamp",
+        "required",
+    );
+    if v.check(!status.is_empty(), "Status", "required") {
+        v.check(
+            matches!(status.as_str(), "completed" | "failed"),
+            "Status",
+            "oneof",
+        );
+    }
+    if let Some(r) = &termination_reason {
+        v.check(
+            TERMINATION_REASONS.contains(&r.as_str()),
+            "TerminationReason",
+            "oneof",
+        );
+    }
+    v.gte0_opt_int(loop_step_index, "LoopStepIndex");
+    v.check(total_steps >= 0, "TotalSteps", "gte");
+    v.check(total_tokens >= 0, "TotalTokens", "gte");
+    if let Some(c) = total_cost_usd {
+        v.check(c >= 0.0, "TotalCostUSD", "gte");
+    }
+    v.gte0_opt_int(duration_ms, "DurationMs");
+    v.max_runes(output.as_deref(), 100_000, "Output");
+    v.finish()?;
+    let Some(timestamp) = timestamp else {
+        return Err(IngestError::Internal("validated timestamp missing".into()));
+    };
+
+    let (check, agent) = {
+        let table = st.runs();
+        let agent = table.get(run).map(|r| r.agent_name.clone());
+        (table.finish_check(run, &project, timestamp), agent)
+    };
+    tracing::debug!(run = %format_uuid(run), agent = ?agent, ?check, "finish");
+    match check {
+        FinishCheck::NotFound => return Err(IngestError::NotFound),
+        FinishCheck::AlreadyFinished => return Ok(StatusCode::NO_CONTENT.into_response()),
+        FinishCheck::Open | FinishCheck::Forgotten => {}
+    }
+    let run_id = format_uuid(run);
+    let nonneg = |x: i64| u64::try_from(x).ok();
+    let event = V1Event {
+        v: 1,
+        kind: "run_finished",
+        project_id: &project,
+        run_id: &run_id,
+        // The finish call echoes the *start* timestamp; the run ends now (keelwave's finished_at).
+        ts: rfc3339(OffsetDateTime::now_utc()),
+        status: Some(&status),
+        termination_reason: termination_reason.as_deref(),
+        output: output.as_deref(),
+        reported_loop_detected: Some(loop_detected),
+        reported_loop_step_index: loop_step_index,
+        reported_totals: Some(ReportedTotals {
+            total_steps: nonneg(total_steps),
+            total_tokens: nonneg(total_tokens),
+            total_cost_usd,
+            duration_ms: duration_ms.and_then(nonneg),
+        }),
+        ..V1Event::default()
+    };
+    st.publish(&run_id, &event).await?;
+    st.runs().mark_finished(run);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn health() -> Response {
+    json_response(
+        StatusCode::OK,
+        &serde_json::json!({"data": {
+            "status": "ok",
+            "version": env!("CARGO_PKG_VERSION"),
+            "env": "eddy",
+        }}),
+    )
+}
+
+/// Group commit: take every request waiting, hand them all to librdkafka, flush once, and
+/// answer each. A failed flush fails the whole group (the clients retry; eddy counts a step
+/// seen twice as a redelivery, never as a repeat).
+async fn publisher(mut emitter: Emitter, topic: String, mut jobs: mpsc::Receiver<Job>) {
+    while let Some(first) = jobs.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < QUEUE_DEPTH {
+            match jobs.try_recv() {
+                Ok(j) => batch.push(j),
+                Err(_) => break,
+            }
+        }
+        let mut sent = Vec::with_capacity(batch.len());
+        for job in batch {
+            match emitter.send_raw(&topic, job.key.as_bytes(), &job.payload) {
+                Ok(()) => sent.push(job.done),
+                Err(e) => {
+                    let _ = job.done.send(Err(e.to_string()));
+                }
+            }
+        }
+        let result = emitter.flush().await.map(|_| ()).map_err(|e| e.to_string());
+        for done in sent {
+            let _ = done.send(result.clone());
+        }
+    }
+}
+
+fn key_table(cfg: &Config) -> Result<HashMap<[u8; 32], Arc<str>>, IngestError> {
+    let mut keys = HashMap::new();
+    for (n, (key, project)) in cfg.ingest_api_keys.iter().enumerate() {
+        // Never echo a key: name it by position only.
+        let key = key.trim();
+        if !key.starts_with("kw_") {
+            return Err(IngestError::Config(format!(
+                "ingest_api_keys: key #{} does not start with kw_ (keelwave's key format)",
+                n + 1
+            )));
+        }
+        if project.trim().is_empty() {
+            return Err(IngestError::Config(format!(
+                "ingest_api_keys: key #{} maps to an empty project id",
+                n + 1
+            )));
+        }
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        keys.insert(digest, Arc::from(project.as_str()));
+    }
+    Ok(keys)
+}
+
+/// The router alone (tests drive it without a socket).
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/ingest/agent/runs", post(run_start))
+        .route("/v1/ingest/agent/steps", post(step))
+        .route("/v1/ingest/agent/runs/{run_id}/finish", post(finish))
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+/// Serve until `shutdown` is cancelled; in-flight requests finish and their events are flushed.
+pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), IngestError> {
+    let keys = key_table(&cfg)?;
+    if keys.is_empty() {
+        tracing::warn!("ingest_api_keys is empty: every request will be answered 401");
+    }
+    crate::source::ensure_topics(&cfg)
+        .await
+        .map_err(|e| IngestError::Internal(format!("cannot create topics: {e}")))?;
+    // Answer 503 well before the SDK's 30 s read timeout when Kafka is unreachable.
+    let mut pcfg = cfg.clone();
+    pcfg.kafka_producer
+        .entry("message.timeout.ms".into())
+        .or_insert_with(|| "20000".into());
+    let emitter = Emitter::plain(&pcfg)?;
+    let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+    let publisher = tokio::spawn(publisher(emitter, cfg.input_topic.clone(), rx));
+    let projects: std::collections::BTreeSet<&str> =
+        cfg.ingest_api_keys.values().map(String::as_str).collect();
+    let state = Arc::new(AppState {
+        keys,
+        runs: Mutex::new(RunTable::new(RUN_TABLE_CAPACITY)),
+        jobs: tx,
+    });
+    let addr: SocketAddr = cfg
+        .ingest_addr
+        .parse()
+        .map_err(|_| IngestError::Config(format!("ingest_addr `{}`", cfg.ingest_addr)))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| IngestError::Bind {
+            addr: cfg.ingest_addr.clone(),
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(IngestError::Serve)?;
+    tracing::info!(
+        addr = %bound,
+        topic = %cfg.input_topic,
+        api_keys = cfg.ingest_api_keys.len(),
+        projects = ?projects,
+        "ingest-http: keelwave-compatible ingest API listening"
+    );
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(IngestError::Serve)?;
+    // The router (and with it the last sender) is gone: the publisher drains and exits.
+    let _ = publisher.await;
+    tracing::info!("ingest-http stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_checked_and_never_echoed() {
+        let mut cfg = Config::default();
+        cfg.ingest_api_keys
+            .insert("sk_live_secret123".into(), "p".into());
+        let err = key_table(&cfg).unwrap_err().to_string();
+        assert!(
+            err.contains("key #1") && !err.contains("secret123"),
+            "{err}"
+        );
+        let mut cfg = Config::default();
+        cfg.ingest_api_keys
+            .insert("kw_TOPSECRETKEY".into(), "proj-a".into());
+        assert_eq!(key_table(&cfg).unwrap().len(), 1);
+        let shown = format!("{} {cfg:?}", cfg.redacted());
+        assert!(!shown.contains("TOPSECRETKEY"), "{shown}");
+        assert!(shown.contains("proj-a"), "{shown}");
+    }
+
+    fn state() -> AppState {
+        let mut cfg = Config::default();
+        cfg.ingest_api_keys.insert("kw_GOOD".into(), "proj".into());
+        let (tx, _rx) = mpsc::channel(1);
+        AppState {
+            keys: key_table(&cfg).unwrap(),
+            runs: Mutex::new(RunTable::new(10)),
+            jobs: tx,
+        }
+    }
+
+    #[test]
+    fn accepts_keelwaves_three_key_spellings() {
+        let st = state();
+        let h = |pairs: &[(&'static str, &str)]| {
+            let mut m = HeaderMap::new();
+            for (k, v) in pairs {
+                m.insert(*k, HeaderValue::from_str(v).unwrap());
+            }
+            st.authenticate(&m).map(|p| p.to_string())
+        };
+        assert_eq!(h(&[("authorization", "Bearer kw_GOOD")]).unwrap(), "proj");
+        assert_eq!(h(&[("authorization", "kw_GOOD")]).unwrap(), "proj");
+        assert_eq!(h(&[("authorization", "Bearer  kw_GOOD ")]).unwrap(), "proj");
+        assert_eq!(h(&[("x-api-key", "kw_GOOD")]).unwrap(), "proj");
+        assert!(h(&[("authorization", "bearer kw_GOOD")]).is_err());
+        assert!(h(&[("authorization", "Bearer kw_BAD")]).is_err());
+        assert!(h(&[("x-api-key", "GOOD")]).is_err());
+        assert!(h(&[]).is_err());
+        // A non-empty Authorization wins over X-API-Key, as in keelwave.
+        assert!(h(&[("authorization", "nope"), ("x-api-key", "kw_GOOD")]).is_err());
+    }
+
+    #[test]
+    fn response_timestamps_round_trip() {
+        let t = runs::now_micros();
+        let s = rfc3339(t);
+        let back = OffsetDateTime::parse(&s, &Rfc3339).unwrap();
+        assert_eq!(back, t);
+    }
+}

@@ -1,0 +1,324 @@
+//! The keelwave bridge end to end, with the real `keelwave` SDK from PyPI: agents instrumented
+//! for keelwave point their `endpoint` at `eddy ingest-http`, and `eddy run` catches the loop.
+//!
+//! Needs python3 with `keelwave` (0.1.1) installed; without them the test fails and says how to
+//! install them. Never skips.
+mod common;
+
+use common::*;
+use eddy::contract::{decode, Event, OutputEvent};
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn require_python_module(module: &str, install: &str) {
+    match Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+    {
+        Err(e) => {
+            panic!("python3 is required for this test ({e}): install Python 3, then `{install}`")
+        }
+        Ok(o) if !o.status.success() => panic!(
+            "python3 cannot import `{module}`: run `{install}`\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Ok(_) => {}
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn wait_listening(addr: &str, bridge: &mut Worker) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        if let Ok(Some(status)) = bridge.try_wait() {
+            panic!("eddy ingest-http exited ({status}) before listening on {addr}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "eddy ingest-http is not listening on {addr} after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn str_at<'a>(v: &'a serde_json::Value, path: &[&str]) -> &'a str {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    cur.as_str()
+        .unwrap_or_else(|| panic!("{path:?} is not a string in {v}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keelwave_sdk_agents_switch_to_eddy_by_endpoint() {
+    require_python_module("keelwave", "pip install keelwave==0.1.1");
+    let ep = endpoints().await;
+    let cfg = test_config(&ep, "keelwave");
+    eddy::source::ensure_topics(&cfg).await.expect("topics");
+
+    // A keelwave-format key (kw_ + base32), mapped to this test's project.
+    let key: String = {
+        const B32: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+        let tail: String = (0..52)
+            .map(|_| B32[rand::random_range(0..B32.len())] as char)
+            .collect();
+        format!("kw_{tail}")
+    };
+    let project = format!("proj-{}", cfg.group_id.replace('.', "-"));
+    let addr = format!("127.0.0.1:{}", free_port());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_path = dir.path().join("bridge.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "kafka_brokers = {:?}\ninput_topic = {:?}\noutput_topic = {:?}\ndlq_topic = {:?}\n\
+             group_id = {:?}\ntopic_partitions = {}\ningest_addr = {addr:?}\n\n\
+             [ingest_api_keys]\n{key:?} = {project:?}\n",
+            cfg.kafka_brokers,
+            cfg.input_topic,
+            cfg.output_topic,
+            cfg.dlq_topic,
+            cfg.group_id,
+            cfg.topic_partitions
+        ),
+    )
+    .expect("write config");
+
+    let t0 = Instant::now();
+    let mut bridge = Worker(
+        Command::new(env!("CARGO_BIN_EXE_eddy"))
+            .arg("ingest-http")
+            .arg("--config")
+            .arg(&config_path)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("EDDY_LOG", "warn,eddy=info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn eddy ingest-http"),
+    );
+    let stderr = bridge.0.stderr.take().expect("bridge stderr");
+    let log = std::thread::spawn(move || {
+        let (mut stderr, mut s) = (stderr, String::new());
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    wait_listening(&addr, &mut bridge);
+
+    // The agents: the real SDK, only the endpoint changed.
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/keelwave_agent.py"
+        ))
+        .env("KEELWAVE_ENDPOINT", format!("http://{addr}"))
+        .env("KEELWAVE_API_KEY", &key)
+        .output()
+        .expect("run python3 tests/keelwave_agent.py");
+    assert!(
+        out.status.success(),
+        "tests/keelwave_agent.py failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("the agent script prints one JSON report");
+    eprintln!("agents done in {:?}: {report}", t0.elapsed());
+    assert_eq!(
+        report["sdk_version"], "0.1.1",
+        "the contract was read from keelwave 0.1.1: pip install keelwave==0.1.1"
+    );
+    assert_eq!(report["health"]["status"], "ok");
+
+    // What the SDK itself decided: the second identical call marked the loop at step 1.
+    let looping = str_at(&report, &["looping", "run_id"]).to_string();
+    let healthy = str_at(&report, &["healthy", "run_id"]).to_string();
+    assert_eq!(report["looping"]["sdk_loop_detected"], true);
+    assert_eq!(report["looping"]["sdk_loop_step_index"], 1);
+    assert_eq!(report["looping"]["steps"], 5);
+    assert_eq!(report["healthy"]["sdk_loop_detected"], false);
+    // Run ids are UUIDv7, as keelwave's.
+    assert_eq!(&looping[14..15], "7", "{looping}");
+
+    // keelwave's error contract, as the SDK surfaces it.
+    let errors = &report["errors"];
+    let err = |name: &str| -> (String, String) {
+        let e = &errors[name];
+        (
+            e[0].as_str()
+                .unwrap_or_else(|| panic!("{name}: accepted, keelwave rejects it ({errors})"))
+                .to_string(),
+            e[1].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    let want: &[(&str, &str, &str)] = &[
+        ("bad_key", "KeelwaveAuthError", "unauthorized"),
+        ("key_without_kw_prefix", "KeelwaveAuthError", "unauthorized"),
+        (
+            "unknown_field",
+            "KeelwaveValidationError",
+            "json: unknown field \"output\"",
+        ),
+        (
+            "bad_step_type",
+            "KeelwaveValidationError",
+            "Key: 'ingestAgentStepPayload.StepType' Error:Field validation for 'StepType' failed on the 'oneof' tag",
+        ),
+        (
+            "negative_tokens",
+            "KeelwaveValidationError",
+            "Key: 'ingestAgentStepPayload.Tokens' Error:Field validation for 'Tokens' failed on the 'gte' tag",
+        ),
+        (
+            "missing_agent_name",
+            "KeelwaveValidationError",
+            "Key: 'ingestAgentRunStartPayload.AgentName' Error:Field validation for 'AgentName' failed on the 'required' tag",
+        ),
+        (
+            "body_over_1mib",
+            "KeelwaveValidationError",
+            "http: request body too large",
+        ),
+        (
+            "bad_status",
+            "KeelwaveValidationError",
+            "Key: 'ingestAgentRunFinishPayload.Status' Error:Field validation for 'Status' failed on the 'oneof' tag",
+        ),
+        ("finish_wrong_timestamp", "KeelwaveError", "404: not found"),
+    ];
+    for (name, exc, msg) in want {
+        assert_eq!(err(name), (exc.to_string(), msg.to_string()), "{name}");
+    }
+    // The other two key spellings authenticate (then fail validation: 400, not 401).
+    assert_eq!(report["status"]["x_api_key"], 400);
+    assert_eq!(report["status"]["authorization_no_bearer"], 400);
+
+    // What reached Kafka: v1 events, keyed by run id, nothing from the rejected requests.
+    let records = read_topic_until(&cfg, &cfg.input_topic, Duration::from_secs(30), None, |r| {
+        r.len() >= 14
+    });
+    assert_eq!(records.len(), 14, "7 events per run, none for bad requests");
+    let mut by_run: BTreeMap<String, Vec<Event>> = BTreeMap::new();
+    for r in &records {
+        let e = decode(r.payload.as_deref().expect("payload")).expect("a valid v1 event");
+        assert_eq!(
+            r.key.as_deref(),
+            Some(e.key().run_id.as_bytes()),
+            "key = run_id"
+        );
+        assert_eq!(e.key().project_id, project, "project from the API key");
+        by_run.entry(e.key().run_id.clone()).or_default().push(e);
+    }
+    let loop_events = &by_run[&looping];
+    let steps: Vec<_> = loop_events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Step(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        steps.iter().map(|s| s.step_index).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5]
+    );
+    // tool_input keeps the exact bytes httpx sent (keelwave's fingerprint of record hashes them).
+    assert_eq!(
+        steps[0].tool_input.as_ref().map(|r| r.get()),
+        Some(r#"{"q":"what is keelwave","max_results":"3"}"#)
+    );
+    let Some(Event::RunFinished(fin)) = loop_events.last() else {
+        panic!("the looping run ends with run_finished: {loop_events:?}")
+    };
+    assert_eq!(fin.reported_loop_detected, Some(true));
+    assert_eq!(fin.reported_loop_step_index, Some(1));
+    let totals = fin.reported_totals.clone().expect("finish totals recorded");
+    assert_eq!(totals.total_steps, Some(5));
+    assert!(totals.duration_ms.is_some());
+    let Some(Event::RunStarted(start)) = by_run[&healthy].first() else {
+        panic!("the healthy run starts with run_started")
+    };
+    assert_eq!(start.agent_name, "healthy-agent");
+    assert_eq!(
+        start.metadata.as_ref().map(|m| m.get()),
+        Some(r#"{"team":"research"}"#)
+    );
+
+    // The worker, on the same topics.
+    let mut worker = spawn_worker(&cfg, &[]);
+    let done = |r: &[Record]| {
+        outputs(r)
+            .iter()
+            .any(|o| matches!(o, OutputEvent::RunTerminated(t) if t.run_id == looping))
+            && outputs(r)
+                .iter()
+                .any(|o| matches!(o, OutputEvent::RunTerminated(t) if t.run_id == healthy))
+    };
+    let out = outputs(&read_topic_until(
+        &cfg,
+        &cfg.output_topic,
+        Duration::from_secs(90),
+        Some(&mut worker),
+        done,
+    ));
+    let terminated = |run: &str| {
+        out.iter()
+            .find_map(|o| match o {
+                OutputEvent::RunTerminated(t) if t.run_id == run => Some(t.clone()),
+                _ => None,
+            })
+            .expect("run_terminated")
+    };
+    let caught = |run: &str| {
+        out.iter()
+            .filter_map(|o| match o {
+                OutputEvent::LoopDetected(s) if s.run_id == run => Some(s.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+
+    let l = terminated(&looping);
+    assert!(l.loop_detected, "eddy catches the looping agent: {l:?}");
+    assert_eq!(
+        l.loop_step_index,
+        Some(1),
+        "repetition began at the first call"
+    );
+    assert_eq!(
+        l.reported_loop_detected,
+        Some(true),
+        "what the SDK reported"
+    );
+    assert_eq!(l.agent_name.as_deref(), Some("looping-agent"));
+    assert_eq!(l.project_id, project);
+    assert_eq!(l.status, "completed");
+    let signals = caught(&looping);
+    assert!(
+        !signals.is_empty(),
+        "a loop_detected signal for the looping run"
+    );
+    assert_eq!(signals[0].first_step_index, 1, "{signals:?}");
+
+    let h = terminated(&healthy);
+    assert!(!h.loop_detected, "the healthy agent is not flagged: {h:?}");
+    assert_eq!(h.reported_loop_detected, Some(false));
+    assert!(caught(&healthy).is_empty());
+    assert_eq!(h.totals.steps, 5);
+
+    drop(bridge);
+    let log = log.join().unwrap_or_default();
+    assert!(
+        !log.contains(&key[3..]),
+        "the API key leaked into the log:\n{log}"
+    );
+    eprintln!("bridge test done in {:?}", t0.elapsed());
+}

@@ -1,0 +1,260 @@
+//! The analyst's query pack on real data: a fleet through `eddy run` into ClickHouse, then every
+//! query's answer checked against what the events and the offline replay say independently.
+mod common;
+
+use common::*;
+use eddy::contract::{decode, Event, OutputEvent};
+use eddy::engine::fingerprint::keelwave_raw;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+const T0: i64 = 1_767_225_600_000;
+
+fn p(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn col<'a>(t: &'a eddy::query::Table, row: &'a [String], name: &str) -> &'a str {
+    &row[t.column(name).unwrap_or_else(|| panic!("column {name}"))]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_pack_answers_match_the_events() {
+    let ep = endpoints().await;
+    let cfg = test_config(&ep, "queries");
+    let sim = eddy::simulate::SimulateArgs {
+        runs: 240,
+        loop_rate: 0.35,
+        seed: 8,
+        projects: 2,
+        start_ms: T0,
+        out: None,
+        unfinished_rate: 0.0,
+    };
+    let lines: Vec<(String, String)> = eddy::simulate::generate(&sim)
+        .into_iter()
+        .map(|(_, k, l)| (k, l))
+        .collect();
+    let input: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
+    let (outs, _) = eddy::replay::replay_to_vec(
+        input.as_bytes(),
+        Arc::new(cfg.engine.clone()),
+        cfg.topic_partitions as u32,
+    );
+    produce(&cfg, &lines).await;
+    let mut w = spawn_worker(&cfg, &[]);
+    let t = Duration::from_secs(120);
+    assert_eq!(
+        await_ch_count(
+            &cfg,
+            "SELECT count() FROM {db}.runs FINAL",
+            sim.runs as u64,
+            t
+        )
+        .await,
+        sim.runs as u64
+    );
+    let steps = lines
+        .iter()
+        .filter(|(_, l)| l.contains("\"kind\":\"step\""))
+        .count() as u64;
+    assert_eq!(
+        await_ch_count(&cfg, "SELECT count() FROM {db}.steps FINAL", steps, t).await,
+        steps
+    );
+    stop_gracefully(&mut w);
+
+    let client = clickhouse(&cfg).with_database(&cfg.clickhouse_database);
+    let project = "proj-0";
+    let window = [
+        ("project_id", project),
+        ("from", "2026-01-01T00:00:00Z"),
+        ("to", "2026-01-02T00:00:00Z"),
+    ];
+    let terminated: Vec<_> = outs
+        .iter()
+        .filter_map(|o| match o {
+            OutputEvent::RunTerminated(t) if t.project_id == project => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    let loop_runs = terminated.iter().filter(|t| t.loop_detected).count();
+    assert!(
+        loop_runs > 0 && loop_runs < terminated.len(),
+        "the fixture has both kinds"
+    );
+
+    // summary: this window, and the empty one before it.
+    let s = eddy::query::run(&client, "summary", &p(&window))
+        .await
+        .expect("summary");
+    let r = &s.rows[0];
+    assert_eq!(col(&s, r, "runs"), terminated.len().to_string());
+    assert_eq!(col(&s, r, "loop_runs"), loop_runs.to_string());
+    assert_eq!(col(&s, r, "prev_runs"), "0");
+
+    // health: per agent.
+    let h = eddy::query::run(&client, "health", &p(&window))
+        .await
+        .expect("health");
+    let mut want: HashMap<String, (usize, usize)> = HashMap::new();
+    for t in &terminated {
+        let e = want
+            .entry(t.agent_name.clone().unwrap_or_default())
+            .or_default();
+        e.0 += 1;
+        e.1 += usize::from(t.loop_detected);
+    }
+    assert_eq!(h.rows.len(), want.len());
+    for row in &h.rows {
+        let (runs, loops) = want[col(&h, row, "agent_name")];
+        assert_eq!(col(&h, row, "runs"), runs.to_string());
+        assert_eq!(col(&h, row, "loop_runs"), loops.to_string());
+    }
+
+    // runs_timeseries: buckets partition the window; their sums are the totals.
+    let ts = eddy::query::run(
+        &client,
+        "runs_timeseries",
+        &p(&[window[0], window[1], window[2], ("bucket_seconds", "120")]),
+    )
+    .await
+    .expect("timeseries");
+    assert!(ts.rows.len() > 1, "several two-minute buckets");
+    let sum = |c: &str| -> usize {
+        ts.rows
+            .iter()
+            .map(|r| col(&ts, r, c).parse::<usize>().unwrap_or(0))
+            .sum()
+    };
+    assert_eq!(sum("runs"), terminated.len());
+    assert_eq!(sum("loop_runs"), loop_runs);
+
+    // terminations by reason.
+    let tr = eddy::query::run(&client, "terminations", &p(&window))
+        .await
+        .expect("terminations");
+    let mut reasons: HashMap<String, usize> = HashMap::new();
+    for t in &terminated {
+        *reasons.entry(t.termination_reason.clone()).or_default() += 1;
+    }
+    for row in &tr.rows {
+        assert_eq!(
+            col(&tr, row, "runs"),
+            reasons[col(&tr, row, "termination_reason")].to_string()
+        );
+    }
+
+    // loop_onset: where loops began, as the replay says.
+    let lo = eddy::query::run(&client, "loop_onset", &p(&window))
+        .await
+        .expect("onset");
+    let mut onsets: BTreeMap<u64, usize> = BTreeMap::new();
+    for t in terminated.iter().filter(|t| t.loop_detected) {
+        *onsets
+            .entry(t.loop_step_index.expect("caught runs have an onset"))
+            .or_default() += 1;
+    }
+    let got: BTreeMap<u64, usize> = lo
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                col(&lo, r, "onset_step").parse().unwrap_or(0),
+                col(&lo, r, "loop_runs").parse().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(got, onsets);
+
+    // top_looping_tools and loop cost: totals agree with the runs they cover.
+    let tt = eddy::query::run(&client, "top_looping_tools", &p(&window))
+        .await
+        .expect("tools");
+    let tool_loops: usize = tt
+        .rows
+        .iter()
+        .map(|r| col(&tt, r, "loop_runs").parse::<usize>().unwrap_or(0))
+        .sum();
+    assert_eq!(tool_loops, loop_runs);
+    let lc = eddy::query::run(&client, "loop_cost_per_agent_day", &p(&window))
+        .await
+        .expect("cost");
+    assert!(!lc.rows.is_empty());
+
+    // run_loops: keelwave's /loops, recomputed here from the raw events.
+    let mut by_run: HashMap<String, HashMap<[u8; 32], (Vec<u64>, String)>> = HashMap::new();
+    for (_, l) in &lines {
+        if let Ok(Event::Step(s)) = decode(l.as_bytes()) {
+            if s.key.project_id != project {
+                continue;
+            }
+            if let Some(tool) = &s.tool_name {
+                let fp = keelwave_raw(tool, s.tool_input.as_ref().map(|r| r.get()));
+                let e = by_run
+                    .entry(s.key.run_id.clone())
+                    .or_default()
+                    .entry(fp)
+                    .or_insert_with(|| (Vec::new(), tool.clone()));
+                e.0.push(s.step_index);
+            }
+        }
+    }
+    let mut checked_nonempty = 0;
+    let mut checked_empty = 0;
+    for (run, fps) in by_run.iter().take(40) {
+        let mut want: Vec<(String, usize, String, String)> = fps
+            .iter()
+            .filter(|(_, (ix, _))| ix.len() >= 2)
+            .map(|(fp, (ix, tool))| {
+                use base64::Engine;
+                let mut ix = ix.clone();
+                ix.sort();
+                let list = format!(
+                    "[{}]",
+                    ix.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+                );
+                (
+                    base64::engine::general_purpose::STANDARD.encode(fp),
+                    ix.len(),
+                    list,
+                    tool.clone(),
+                )
+            })
+            .collect();
+        want.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)));
+        let got = eddy::query::run(
+            &client,
+            "run_loops",
+            &p(&[("project_id", project), ("run_id", run)]),
+        )
+        .await
+        .expect("run_loops");
+        let got: Vec<(String, usize, String, String)> = got
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    col(&got, r, "fingerprint").to_string(),
+                    col(&got, r, "hits").parse().unwrap_or(0),
+                    col(&got, r, "step_indices").to_string(),
+                    col(&got, r, "tool_name").to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "run_loops for {run}");
+        if want.is_empty() {
+            checked_empty += 1;
+        } else {
+            checked_nonempty += 1;
+        }
+    }
+    assert!(
+        checked_nonempty > 0 && checked_empty > 0,
+        "both shapes of answer were checked"
+    );
+}

@@ -175,7 +175,6 @@ impl Config {
     /// The effective configuration as JSON with secrets masked, for `eddy config check`.
     pub fn redacted(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
-        redact(&mut v);
         // Ingest API keys are map keys, not values: mask them, keep the projects visible.
         if let Some(serde_json::Value::Object(keys)) = v.get_mut("ingest_api_keys") {
             let masked = std::mem::take(keys)
@@ -185,6 +184,7 @@ impl Config {
                 .collect();
             *keys = masked;
         }
+        redact(&mut v);
         v
     }
 

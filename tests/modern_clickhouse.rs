@@ -151,7 +151,11 @@ fn serve(conn: TcpStream, rec: &Recorded) {
                 let rest = &q["INSERT INTO ".len()..];
                 let (table, cols) = rest.split_once('(').expect("INSERT INTO t(cols)");
                 let table = table.rsplit('.').next().unwrap_or(table).to_string();
-                let cols = cols.split(')').next().unwrap_or_default().replace(' ', "");
+                let cols = cols
+                    .split(')')
+                    .next()
+                    .unwrap_or_default()
+                    .replace([' ', '`'], "");
                 let mut m = rec.lock().expect("lock");
                 let e = m.entry(table).or_insert_with(|| (cols.clone(), Vec::new()));
                 assert_eq!(e.0, cols, "one column list per table");
@@ -475,7 +479,7 @@ async fn modern_clickhouse_answers_like_18_16() {
         }
     }
     eprintln!(
-        "{} result sets, {cells} cells compared between {old_version} and chdb {MODERN}-line; \
+        "{} result sets, {cells} cells compared between {old_version} and the modern engine (chdb); \
          {} equal only after float normalisation{}",
         want.len(),
         normalised.len(),

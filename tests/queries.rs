@@ -11,6 +11,11 @@ use std::time::Duration;
 
 const T0: i64 = 1_767_225_600_000;
 
+/// One row of keelwave's `/loops`: (base64 fingerprint, hits, step indices, tool).
+type LoopRow = (String, usize, String, String);
+/// Per run: raw fingerprint → (step indices, tool).
+type RunFingerprints = HashMap<[u8; 32], (Vec<u64>, String)>;
+
 fn p(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
@@ -187,7 +192,7 @@ async fn query_pack_answers_match_the_events() {
     assert!(!lc.rows.is_empty());
 
     // run_loops: keelwave's /loops, recomputed here from the raw events.
-    let mut by_run: HashMap<String, HashMap<[u8; 32], (Vec<u64>, String)>> = HashMap::new();
+    let mut by_run: HashMap<String, RunFingerprints> = HashMap::new();
     for (_, l) in &lines {
         if let Ok(Event::Step(s)) = decode(l.as_bytes()) {
             if s.key.project_id != project {
@@ -207,7 +212,7 @@ async fn query_pack_answers_match_the_events() {
     let mut checked_nonempty = 0;
     let mut checked_empty = 0;
     for (run, fps) in by_run.iter().take(40) {
-        let mut want: Vec<(String, usize, String, String)> = fps
+        let mut want: Vec<LoopRow> = fps
             .iter()
             .filter(|(_, (ix, _))| ix.len() >= 2)
             .map(|(fp, (ix, tool))| {
@@ -234,7 +239,7 @@ async fn query_pack_answers_match_the_events() {
         )
         .await
         .expect("run_loops");
-        let got: Vec<(String, usize, String, String)> = got
+        let got: Vec<LoopRow> = got
             .rows
             .iter()
             .map(|r| {

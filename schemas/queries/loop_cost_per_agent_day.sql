@@ -6,13 +6,14 @@ FROM
     SELECT project_id, run_id, step_index, ts, cost_usd
     FROM steps FINAL
     WHERE project_id = {project_id:String} AND ts >= {from:DateTime} AND ts < {to:DateTime}
-)
-ANY INNER JOIN
+) AS s
+-- ALL, not ANY: since 20.x ANY INNER JOIN keeps one row per key on the left too (one step per run).
+ALL INNER JOIN
 (
     SELECT project_id, run_id, agent_name, loop_step_index
     FROM runs FINAL
     WHERE project_id = {project_id:String} AND loop_detected = 1 AND has_loop_step_index = 1
-) USING (project_id, run_id)
+) AS r USING (project_id, run_id)
 WHERE step_index >= loop_step_index
 GROUP BY day, agent_name
 ORDER BY day, loop_cost_usd DESC, agent_name

@@ -8,12 +8,12 @@ FROM
     FROM runs FINAL
     WHERE project_id = {project_id:String} AND loop_detected = 1
       AND started_at >= {from:DateTime} AND started_at < {to:DateTime}
-)
+) AS r
 ANY LEFT JOIN
 (
     SELECT project_id, run_id, step_index, tool_name
     FROM steps FINAL
     WHERE project_id = {project_id:String}
-) USING (project_id, run_id, step_index)
+) AS s USING (project_id, run_id, step_index)
 GROUP BY tool_name
 ORDER BY loop_runs DESC, tool_name

@@ -219,7 +219,7 @@ pub const MAX_TS_MS: i64 = 253_402_300_799_999;
 pub fn decode_bounded(payload: Option<&[u8]>, max_bytes: usize) -> Result<Event, DecodeError> {
     let bytes = match payload {
         None => return Err(DecodeError::EmptyPayload),
-        Some(b) if b.is_empty() => return Err(DecodeError::EmptyPayload),
+        Some([]) => return Err(DecodeError::EmptyPayload),
         Some(b) => b,
     };
     if bytes.len() > max_bytes {

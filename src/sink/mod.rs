@@ -52,7 +52,7 @@ pub fn is_modern(server_version: &str) -> bool {
         .map(|p| p.parse::<u32>().ok());
     match (it.next().flatten(), it.next().flatten()) {
         (Some(major), Some(minor)) => (major, minor) >= MODERN_SINCE,
-        (Some(major), None) => major >= MODERN_SINCE.0 + 1,
+        (Some(major), None) => major > MODERN_SINCE.0,
         _ => true,
     }
 }
@@ -245,7 +245,7 @@ impl ClickHouseSink {
             // Inserts go through Distributed tables: acknowledge only once every shard has its
             // rows, so the commit rule still means "in ClickHouse". (24.x+ also calls it
             // distributed_foreground_insert.)
-            client = client.with_option("insert_distributed_sync", "1");
+            client = client.with_setting("insert_distributed_sync", "1");
         }
         Self {
             client,
@@ -495,9 +495,9 @@ mod tests {
             )));
             assert!(stmts.iter().any(|s| s.starts_with(&format!(
                 "CREATE TABLE IF NOT EXISTS eddy.{t} ON CLUSTER 'prod' AS eddy.{t}_local"
-            )) && s.contains(
+            )) && s.contains(&format!(
                 "Distributed('prod', 'eddy', '{t}_local', cityHash64(project_id, run_id))"
-            )));
+            ))));
         }
         assert!(opts(true, Some("prod"), 0).bootstrap()[0].ends_with("ON CLUSTER 'prod'"));
     }

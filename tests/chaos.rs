@@ -140,6 +140,7 @@ async fn chaos(delivery: Delivery) {
         ("steps", "project_id, run_id, step_index"),
         ("runs", "project_id, run_id"),
         ("signals", "project_id, run_id, event_id"),
+        ("rollup_minute", "project_id, bucket, run_id"),
     ] {
         let a = table_dump(&cfg, &cfg.clickhouse_database, table, order).await;
         let b = table_dump(&cfg, &reference.clickhouse_database, table, order).await;

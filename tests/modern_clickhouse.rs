@@ -15,7 +15,9 @@ use common::*;
 use eddy::contract::{decode, Event};
 use eddy::engine::{partition_for, Outcome, PartitionEngine};
 use eddy::query::Table;
-use eddy::sink::rows::{push_output, Source};
+use eddy::sink::rows::{push_output, RollupRow, Source};
+
+const TABLES: [&str; 4] = ["steps", "signals", "runs", "rollup_minute"];
 use eddy::sink::{Batch, ClickHouseSink, DdlOptions, StepRow};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -41,7 +43,7 @@ fn fixture() -> (Batch, Vec<String>) {
     };
     let cfg = Arc::new(eddy::config::Config::default().engine);
     let mut engines: Vec<PartitionEngine> = (0..PARTITIONS)
-        .map(|_| PartitionEngine::new(cfg.clone()))
+        .map(|_| PartitionEngine::new(cfg.clone()).with_rollups())
         .collect();
     let mut offsets = vec![0i64; PARTITIONS as usize];
     let mut batch = Batch::default();
@@ -62,11 +64,20 @@ fn fixture() -> (Batch, Vec<String>) {
         for o in outs.drain(..) {
             push_output(&mut batch, &o, src);
         }
+        let closed = engines[p as usize].take_rollups();
+        batch
+            .rollups
+            .extend(closed.map(|c| RollupRow::new(&c, src)));
         if ev.key().project_id == "proj-0" && !runs.contains(&ev.key().run_id) {
             runs.push(ev.key().run_id.clone());
         }
     }
-    assert!(!batch.steps.is_empty() && !batch.signals.is_empty() && !batch.runs.is_empty());
+    assert!(
+        !batch.steps.is_empty()
+            && !batch.signals.is_empty()
+            && !batch.runs.is_empty()
+            && !batch.rollups.is_empty()
+    );
     (batch, runs)
 }
 
@@ -78,6 +89,7 @@ fn replayed(b: &Batch) -> Batch {
         steps: b.steps[tail(b.steps.len())..].to_vec(),
         signals: b.signals[tail(b.signals.len())..].to_vec(),
         runs: b.runs[tail(b.runs.len())..].to_vec(),
+        rollups: b.rollups[tail(b.rollups.len())..].to_vec(),
     }
 }
 
@@ -254,6 +266,7 @@ fn dumps(desc: &[(String, String)], table: &str, modern: bool) -> String {
     let key = match table {
         "steps" => "project_id, run_id, step_index",
         "signals" => "project_id, run_id, event_id",
+        "rollup_minute" => "project_id, bucket, run_id",
         _ => "project_id, run_id",
     };
     let cols: Vec<String> = desc
@@ -341,7 +354,7 @@ async fn modern_clickhouse_answers_like_18_16() {
     let d = dir.path();
     {
         let rec = rec.lock().expect("lock");
-        for t in ["steps", "signals", "runs"] {
+        for t in TABLES {
             let (cols, body) = rec.get(t).unwrap_or_else(|| panic!("no INSERT into {t}"));
             std::fs::write(d.join(format!("{t}.rowbinary")), body).expect("write rows");
             write(&d.join(format!("{t}.columns")), cols);
@@ -358,7 +371,7 @@ async fn modern_clickhouse_answers_like_18_16() {
         "this test compares the legacy DDL on the old server with the modern one in chdb; \
          EDDY_CLICKHOUSE_URL runs {old_version}"
     );
-    assert_eq!(sink.migrate().await.expect("migrate").len(), 1);
+    assert_eq!(sink.migrate().await.expect("migrate").len(), 2);
     assert!(sink.migrate().await.expect("migrate again").is_empty());
     sink.insert(&batch).await.expect("insert");
     sink.insert(&again).await.expect("replayed insert");
@@ -397,7 +410,7 @@ async fn modern_clickhouse_answers_like_18_16() {
             .unwrap_or_else(|e| panic!("{key} on {old_version}: {e}"));
         want.push((key.clone(), t));
     }
-    for t in ["steps", "signals", "runs"] {
+    for t in TABLES {
         let desc: Vec<(String, String)> = fetch_tsv(&old, &format!("DESCRIBE TABLE {t}"))
             .await
             .rows

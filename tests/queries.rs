@@ -191,6 +191,11 @@ async fn query_pack_answers_match_the_events() {
         .expect("cost");
     assert!(!lc.rows.is_empty());
 
+    // agent_rollup: the per-minute rollup at 5-minute buckets, against sums recomputed here from
+    // the raw events (steps, errors, tokens, cost, run starts) and the replay's verdicts (ends,
+    // loops, where each loop was caught).
+    check_agent_rollup(&client, project, &window, &lines, &terminated).await;
+
     // run_loops: keelwave's /loops, recomputed here from the raw events.
     let mut by_run: HashMap<String, RunFingerprints> = HashMap::new();
     for (_, l) in &lines {
@@ -261,5 +266,129 @@ async fn query_pack_answers_match_the_events() {
     assert!(
         checked_nonempty > 0 && checked_empty > 0,
         "both shapes of answer were checked"
+    );
+}
+
+/// (bucket start, agent) → [runs_started, runs_ended, loop_runs, steps, errors, tokens, loops_caught]
+/// and (cost, loop cost).
+type RollupWant = BTreeMap<(String, String), ([u64; 7], [f64; 2])>;
+
+async fn check_agent_rollup(
+    client: &clickhouse::Client,
+    project: &str,
+    window: &[(&str, &str); 3],
+    lines: &[(String, String)],
+    terminated: &[eddy::contract::RunTerminated],
+) {
+    const BUCKET_MS: i64 = 300_000;
+    let bucket = |ms: i64| -> String {
+        let t =
+            time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(BUCKET_MS) * BUCKET_MS / 1000)
+                .expect("bucket time");
+        format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        )
+    };
+    let ms_of = |ts: &str| -> i64 {
+        let t = time::OffsetDateTime::parse(ts, &time::format_description::well_known::Rfc3339)
+            .expect("rfc3339");
+        (t.unix_timestamp_nanos() / 1_000_000) as i64
+    };
+    let by_run: HashMap<&str, &eddy::contract::RunTerminated> =
+        terminated.iter().map(|t| (t.run_id.as_str(), t)).collect();
+    let agent_of = |run: &str| -> String {
+        by_run
+            .get(run)
+            .and_then(|t| t.agent_name.clone())
+            .unwrap_or_default()
+    };
+    let mut want: RollupWant = BTreeMap::new();
+    let mut started: std::collections::HashSet<String> = Default::default();
+    for (_, l) in lines {
+        let Ok(ev) = decode(l.as_bytes()) else {
+            continue;
+        };
+        if ev.key().project_id != project {
+            continue;
+        }
+        let run = ev.key().run_id.clone();
+        if started.insert(run.clone()) {
+            want.entry((bucket(ev.ts_ms()), agent_of(&run)))
+                .or_default()
+                .0[0] += 1;
+        }
+        if let Event::Step(s) = ev {
+            let t = by_run[run.as_str()];
+            let e = want.entry((bucket(s.ts_ms), agent_of(&run))).or_default();
+            e.0[3] += 1;
+            e.0[4] += u64::from(s.tool_success == Some(false));
+            e.0[5] += s.tokens.unwrap_or(0);
+            let cost = s.cost_usd.unwrap_or(0.0);
+            e.1[0] += cost;
+            if let Some(caught) = t.loop_caught_step_index {
+                if s.step_index >= caught {
+                    e.1[1] += cost;
+                }
+                if s.step_index == caught {
+                    e.0[6] += 1;
+                }
+            }
+        }
+    }
+    for t in terminated {
+        let e = want
+            .entry((
+                bucket(ms_of(&t.ts)),
+                t.agent_name.clone().unwrap_or_default(),
+            ))
+            .or_default();
+        e.0[1] += 1;
+        e.0[2] += u64::from(t.loop_detected);
+    }
+    let got = eddy::query::run(
+        client,
+        "agent_rollup",
+        &p(&[window[0], window[1], window[2], ("bucket_seconds", "300")]),
+    )
+    .await
+    .expect("agent_rollup");
+    let n = |row: &[String], c: &str| -> u64 { col(&got, row, c).parse().unwrap_or(u64::MAX) };
+    let f = |row: &[String], c: &str| -> f64 { col(&got, row, c).parse().unwrap_or(f64::NAN) };
+    let mut seen = 0;
+    for row in &got.rows {
+        let k = (
+            col(&got, row, "bucket_start").to_string(),
+            col(&got, row, "agent_name").to_string(),
+        );
+        let (w, c) = want
+            .get(&k)
+            .unwrap_or_else(|| panic!("unexpected rollup bucket {k:?}"));
+        let counts = [
+            n(row, "runs_started"),
+            n(row, "runs_ended"),
+            n(row, "loop_runs"),
+            n(row, "steps"),
+            n(row, "errors"),
+            n(row, "tokens"),
+            n(row, "loops_caught"),
+        ];
+        assert_eq!(&counts, w, "agent_rollup counts for {k:?}");
+        assert!((f(row, "cost_usd") - c[0]).abs() < 1e-5, "cost for {k:?}");
+        assert!(
+            (f(row, "loop_cost_usd") - c[1]).abs() < 1e-5,
+            "loop cost for {k:?}"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, want.len(), "every expected bucket is in the rollup");
+    assert!(
+        want.values().any(|(w, _)| w[6] > 0),
+        "the fixture catches loops"
     );
 }

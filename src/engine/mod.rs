@@ -7,6 +7,7 @@
 pub mod config;
 pub mod detectors;
 pub mod fingerprint;
+pub mod rollup;
 pub mod run;
 pub mod seen;
 pub mod text;
@@ -69,6 +70,10 @@ pub struct PartitionEngine {
     /// Detector configuration per (project, agent) with overrides applied; a cache only (not
     /// persisted), rebuilt on demand from the immutable config.
     resolved: HashMap<(String, Option<String>), Arc<detectors::DetectorConfig>>,
+    /// Whether runs accumulate per-minute rollups (the worker's sink wants them; replay not).
+    rollups: bool,
+    /// Minutes closed since the last `take_rollups`, in the order the events closed them.
+    closed: Vec<rollup::Closed>,
 }
 
 /// One changelog change.
@@ -94,7 +99,21 @@ impl PartitionEngine {
             forgotten: Vec::new(),
             findings: Vec::new(),
             resolved: HashMap::new(),
+            rollups: false,
+            closed: Vec::new(),
         }
+    }
+
+    /// Keep per-run, per-minute rollups; collect closed minutes with [`Self::take_rollups`]
+    /// after every event (they belong to that event's offset).
+    pub fn with_rollups(mut self) -> Self {
+        self.rollups = true;
+        self
+    }
+
+    /// Minutes closed by the events applied since the last call.
+    pub fn take_rollups(&mut self) -> std::vec::Drain<'_, rollup::Closed> {
+        self.closed.drain(..)
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -144,15 +163,13 @@ impl PartitionEngine {
             let Some((_, key)) = self.lru.pop_first() else {
                 break;
             };
-            if let Some(state) = self.runs.remove(&key) {
+            if let Some(mut state) = self.runs.remove(&key) {
                 self.idle.remove(&(state.last_ts, key.clone()));
-                out.push(OutputEvent::RunTerminated(terminated(
-                    &key,
-                    &state,
-                    run::End::Evicted {
-                        at_ms: state.last_ts,
-                    },
-                )));
+                let end = run::End::Evicted {
+                    at_ms: state.last_ts,
+                };
+                self.close_minute(&key, &mut state, &end);
+                out.push(OutputEvent::RunTerminated(terminated(&key, &state, end)));
                 self.mark_ended(key);
             }
         }
@@ -163,7 +180,8 @@ impl PartitionEngine {
         let ts = ev.ts_ms();
         self.meta.seq += 1;
         let seq = self.meta.seq;
-        if !self.runs.contains_key(key) {
+        let fresh = !self.runs.contains_key(key);
+        if fresh {
             self.make_room(out);
         }
         let state = match self.runs.get_mut(key) {
@@ -182,6 +200,13 @@ impl PartitionEngine {
         self.idle.insert((state.last_ts, key.clone()));
         self.lru.insert((seq, key.clone()));
         self.dirty.insert(key.clone());
+        if self.rollups {
+            if fresh {
+                rollup::start(state, ts);
+            } else {
+                rollup::advance(key, state, ts, &mut self.closed);
+            }
+        }
         match ev {
             Event::RunStarted(e) => {
                 state.on_started(e);
@@ -201,6 +226,7 @@ impl PartitionEngine {
                 }
                 state.seen.bound(self.cfg.max_seen_ranges);
                 state.on_step(step);
+                let was_caught = state.loop_detected;
                 self.findings.clear();
                 state
                     .detectors
@@ -209,17 +235,18 @@ impl PartitionEngine {
                     let sig = build_signal(key, state, step, f);
                     out.push(OutputEvent::signal(sig));
                 }
+                if self.rollups {
+                    rollup::count_step(state, step, was_caught);
+                }
                 Outcome::Step(canon.fps)
             }
             Event::RunFinished(e) => {
-                let state = self.runs.remove(key).expect("run state inserted above");
+                let mut state = self.runs.remove(key).expect("run state inserted above");
                 self.idle.remove(&(state.last_ts, key.clone()));
                 self.lru.remove(&(state.last_seq, key.clone()));
-                out.push(OutputEvent::RunTerminated(terminated(
-                    key,
-                    &state,
-                    run::End::Finished(e),
-                )));
+                let end = run::End::Finished(e);
+                self.close_minute(key, &mut state, &end);
+                out.push(OutputEvent::RunTerminated(terminated(key, &state, end)));
                 self.mark_ended(key.clone());
                 Outcome::Lifecycle
             }
@@ -267,17 +294,23 @@ impl PartitionEngine {
             let Some((last_ts, key)) = self.idle.pop_first() else {
                 break;
             };
-            if let Some(state) = self.runs.remove(&key) {
+            if let Some(mut state) = self.runs.remove(&key) {
                 self.lru.remove(&(state.last_seq, key.clone()));
-                out.push(OutputEvent::RunTerminated(terminated(
-                    &key,
-                    &state,
-                    run::End::Idle {
-                        at_ms: last_ts.saturating_add(timeout),
-                    },
-                )));
+                let end = run::End::Idle {
+                    at_ms: last_ts.saturating_add(timeout),
+                };
+                self.close_minute(&key, &mut state, &end);
+                out.push(OutputEvent::RunTerminated(terminated(&key, &state, end)));
                 self.mark_ended(key);
             }
+        }
+    }
+
+    /// The run is ending: its last minute is closed, on the minute of its end.
+    fn close_minute(&mut self, key: &RunKey, state: &mut RunState, end: &run::End<'_>) {
+        if self.rollups {
+            let (_, reason, _, end_ms) = state.verdict(end);
+            rollup::end(key, state, end_ms, reason, &mut self.closed);
         }
     }
 

@@ -28,6 +28,9 @@ pub struct RunState {
     /// The partition's event sequence number at this run's last event (eviction order).
     #[serde(default)]
     pub last_seq: u64,
+    /// The current minute's rollup contribution (only when the engine keeps rollups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minute: Option<super::rollup::Minute>,
 }
 
 pub enum End<'a> {
@@ -61,6 +64,7 @@ impl RunState {
             inferred_reason: None,
             detectors: RunDetectors::default(),
             last_seq: 0,
+            minute: None,
         }
     }
 

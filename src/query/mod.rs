@@ -74,6 +74,11 @@ const PACK: &[(&str, &str, Option<&str>)] = &[
         include_str!("../../schemas/queries/loop_cost_per_agent_day.sql"),
         None,
     ),
+    (
+        "agent_rollup",
+        include_str!("../../schemas/queries/agent_rollup.sql"),
+        None,
+    ),
 ];
 
 pub fn names() -> Vec<&'static str> {

@@ -1,5 +1,6 @@
 //! Row encoders: one struct per table, field order = column order (RowBinary is positional).
 use crate::contract::{OutputEvent, RunTerminated, Signal, Step};
+use crate::engine::rollup::Closed;
 use crate::engine::StepFingerprints;
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
@@ -87,6 +88,62 @@ pub struct RunRow {
     pub duration_ms: i64,
     pub src_partition: i32,
     pub src_offset: i64,
+}
+
+/// One run's contribution to one minute (`rollup_minute`).
+#[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
+pub struct RollupRow {
+    pub project_id: String,
+    pub bucket: u32,
+    pub run_id: String,
+    pub agent_name: String,
+    pub runs_started: u8,
+    pub runs_ended: u8,
+    pub loop_runs: u8,
+    pub termination_reason: String,
+    pub steps: u32,
+    pub tool_calls: u32,
+    pub errors: u32,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub loop_steps: u32,
+    pub loop_cost_usd: f64,
+    pub loops_caught: u8,
+    pub caught_after_steps: u64,
+    pub src_partition: i32,
+    pub src_offset: i64,
+}
+
+impl RollupRow {
+    /// `src` is the event that closed the minute: its offset is the row's version.
+    pub fn new(c: &Closed, src: Source) -> Self {
+        let m = &c.minute;
+        Self {
+            project_id: c.key.project_id.clone(),
+            bucket: secs(m.bucket_ms),
+            run_id: c.key.run_id.clone(),
+            agent_name: c.agent_name.clone().unwrap_or_default(),
+            runs_started: u8::from(m.started),
+            runs_ended: u8::from(c.ending.is_some()),
+            loop_runs: u8::from(c.ending.as_ref().is_some_and(|e| e.loop_detected)),
+            termination_reason: c
+                .ending
+                .as_ref()
+                .map(|e| e.reason.as_str().to_string())
+                .unwrap_or_default(),
+            steps: m.steps,
+            tool_calls: m.tool_calls,
+            errors: m.errors,
+            tokens: m.tokens,
+            cost_usd: m.cost_usd,
+            loop_steps: m.loop_steps,
+            loop_cost_usd: m.loop_cost_usd,
+            loops_caught: u8::from(m.caught_after_steps.is_some()),
+            caught_after_steps: m.caught_after_steps.unwrap_or(0),
+            src_partition: src.partition,
+            src_offset: src.offset,
+        }
+    }
 }
 
 /// DateTime column value: seconds, clamped to its UInt32 range.

@@ -10,7 +10,7 @@ use crate::contract::input::decode_bounded;
 use crate::contract::{Event, RunKey};
 use crate::emit::{DeadLetter, EmitError, Emitter};
 use crate::engine::{Outcome, PartitionEngine};
-use crate::sink::rows::{push_output, Source};
+use crate::sink::rows::{push_output, RollupRow, Source};
 use crate::sink::{Batch, ClickHouseSink, SinkError, StepRow};
 use crate::source::changelog;
 use crate::source::{self, SourceError};
@@ -231,7 +231,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                     ms = restored.elapsed.as_millis() as u64,
                     "state restored from changelog"
                 );
-                let mut engine = PartitionEngine::new(engine_cfg.clone());
+                let mut engine = PartitionEngine::new(engine_cfg.clone()).with_rollups();
                 engine.restore(restored.meta, restored.runs, restored.ended);
                 slot.insert(PartitionTask {
                     engine,
@@ -300,6 +300,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                         push_output(&mut batch, &o, src);
                         counters.outputs += 1;
                     }
+                    batch
+                        .rollups
+                        .extend(task.engine.take_rollups().map(|c| RollupRow::new(&c, src)));
                 }
                 Err(e) => {
                     counters.dead_letters += 1;
@@ -416,6 +419,7 @@ async fn flush(
         ("steps", batch.steps.len()),
         ("signals", batch.signals.len()),
         ("runs", batch.runs.len()),
+        ("rollup_minute", batch.rollups.len()),
     ];
     // 1. ClickHouse: retried with capped, jittered back-off; a transient outage only grows lag.
     let mut delay = Duration::from_millis(200);

@@ -1,0 +1,163 @@
+//! Per-run, per-minute rollup contributions.
+//!
+//! Each open run accumulates only its *current* minute. The minute is closed (handed to the
+//! sink as one row) when the run's events move to a later minute and when the run ends, so a
+//! (project, minute, run) row is written once per replay, carrying the offset of the event that
+//! closed it as its version: a redelivered or replayed stretch produces the identical row, and
+//! `ReplacingMergeTree` collapses it. Summing those rows by (minute, project, agent) is the
+//! rollup, exact under redelivery, at any bucket that is a multiple of a minute.
+//!
+//! Events of a run whose time goes backwards (skewed agent hosts) are counted in the run's
+//! current minute: a closed minute is never reopened, which is what keeps rows write-once.
+use super::run::RunState;
+use crate::contract::input::TerminationReason;
+use crate::contract::{RunKey, Step};
+use serde::{Deserialize, Serialize};
+
+pub const BUCKET_MS: i64 = 60_000;
+
+pub fn bucket_of(ts_ms: i64) -> i64 {
+    ts_ms.div_euclid(BUCKET_MS) * BUCKET_MS
+}
+
+/// One run's contribution to one minute.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Minute {
+    /// Start of the minute, epoch milliseconds (UTC).
+    pub bucket_ms: i64,
+    /// The run's first event fell in this minute.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub started: bool,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub steps: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_calls: u32,
+    /// Steps reporting `tool_success: false`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub errors: u32,
+    #[serde(default, skip_serializing_if = "is_zero64")]
+    pub tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub cost_usd: f64,
+    /// Steps taken once the run's loop was caught (the caught step included), and their cost:
+    /// what a loop burns while nobody stops it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub loop_steps: u32,
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub loop_cost_usd: f64,
+    /// The loop was caught in this minute, this many steps after it began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caught_after_steps: Option<u64>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+fn is_zero64(n: &u64) -> bool {
+    *n == 0
+}
+fn is_zero_f(n: &f64) -> bool {
+    *n == 0.0
+}
+
+impl Minute {
+    fn new(bucket_ms: i64) -> Self {
+        Self {
+            bucket_ms,
+            ..Self::default()
+        }
+    }
+}
+
+/// How the run ended, on the row of the minute it ended in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ending {
+    pub reason: TerminationReason,
+    pub loop_detected: bool,
+}
+
+/// A closed minute, ready to become a row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Closed {
+    pub key: RunKey,
+    pub agent_name: Option<String>,
+    pub minute: Minute,
+    pub ending: Option<Ending>,
+}
+
+/// A new run's first minute.
+pub fn start(state: &mut RunState, ts_ms: i64) {
+    state.minute = Some(Minute {
+        started: true,
+        ..Minute::new(bucket_of(ts_ms))
+    });
+}
+
+/// The run's minute as of an event at `ts_ms`: a later minute closes the current one. (A run
+/// restored from a record written before rollups existed starts counting here.)
+pub fn advance(key: &RunKey, state: &mut RunState, ts_ms: i64, out: &mut Vec<Closed>) {
+    let b = bucket_of(ts_ms);
+    match &mut state.minute {
+        None => state.minute = Some(Minute::new(b)),
+        Some(m) if b > m.bucket_ms => {
+            let done = std::mem::replace(m, Minute::new(b));
+            out.push(Closed {
+                key: key.clone(),
+                agent_name: state.agent_name.clone(),
+                minute: done,
+                ending: None,
+            });
+        }
+        Some(_) => {}
+    }
+}
+
+/// Count a step the detectors have just seen (`was_caught`: the loop flag before them).
+pub fn count_step(state: &mut RunState, step: &Step, was_caught: bool) {
+    let Some(m) = state.minute.as_mut() else {
+        return;
+    };
+    let cost = step.cost_usd.unwrap_or(0.0);
+    m.steps = m.steps.saturating_add(1);
+    if step.tool_name.is_some() {
+        m.tool_calls = m.tool_calls.saturating_add(1);
+    }
+    if step.tool_success == Some(false) {
+        m.errors = m.errors.saturating_add(1);
+    }
+    m.tokens = m.tokens.saturating_add(step.tokens.unwrap_or(0));
+    m.cost_usd += cost;
+    if state.loop_detected {
+        m.loop_steps = m.loop_steps.saturating_add(1);
+        m.loop_cost_usd += cost;
+        if !was_caught {
+            let began = state.loop_step_index.unwrap_or(step.step_index);
+            m.caught_after_steps = Some(step.step_index.saturating_sub(began));
+        }
+    }
+}
+
+/// The run ended at `end_ms`: close its minute (moving to the end's minute first if later).
+pub fn end(
+    key: &RunKey,
+    state: &mut RunState,
+    end_ms: i64,
+    reason: TerminationReason,
+    out: &mut Vec<Closed>,
+) {
+    advance(key, state, end_ms, out);
+    if let Some(m) = state.minute.take() {
+        out.push(Closed {
+            key: key.clone(),
+            agent_name: state.agent_name.clone(),
+            minute: m,
+            ending: Some(Ending {
+                reason,
+                loop_detected: state.loop_detected,
+            }),
+        });
+    }
+}

@@ -73,6 +73,11 @@ pub struct Config {
     /// exits anyway (non-zero). A second signal exits at once. Keep it below the orchestrator's
     /// own grace period (Kubernetes: 30 s).
     pub shutdown_grace_ms: u64,
+    /// When partitions are taken away in a rebalance, the worker first flushes and commits what
+    /// it did for them (so the next owner starts exactly there), waiting at most this long; past
+    /// it they are dropped uncommitted and the next owner redoes that batch. Keep it well below
+    /// `max.poll.interval.ms` (librdkafka's rebalance timeout, 300 s by default).
+    pub revoke_drain_ms: u64,
     /// Print a progress line every this many seconds (0 = never).
     pub progress_interval_s: u64,
     /// `eddy ingest-http` (keelwave-compatible ingest API) listens here.
@@ -129,6 +134,7 @@ impl Default for Config {
             kafka_producer: BTreeMap::new(),
             admin_addr: "127.0.0.1:9464".into(),
             shutdown_grace_ms: 25_000,
+            revoke_drain_ms: 15_000,
             progress_interval_s: 10,
             ingest_addr: "127.0.0.1:8080".into(),
             ingest_api_keys: BTreeMap::new(),

@@ -161,3 +161,81 @@ pub fn end(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::decode;
+    use crate::engine::{EngineConfig, PartitionEngine};
+    use std::sync::Arc;
+
+    const T0: i64 = 1_767_225_600_000;
+
+    fn step(i: u64, ts: i64, cost: f64, ok: bool) -> String {
+        format!(
+            r#"{{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":{ts},"step_index":{i},"step_type":"tool_call","tool_name":"t{i}","tool_input":{{"i":{i}}},"tool_success":{ok},"cost_usd":{cost},"tokens":10}}"#
+        )
+    }
+
+    fn feed(lines: &[String]) -> Vec<Closed> {
+        let mut e = PartitionEngine::new(Arc::new(EngineConfig::default())).with_rollups();
+        let mut out = Vec::new();
+        let mut closed = Vec::new();
+        for l in lines {
+            let ev = decode(l.as_bytes()).expect("test event decodes");
+            e.apply(&ev, &mut out);
+            closed.extend(e.take_rollups());
+        }
+        closed
+    }
+
+    #[test]
+    fn minutes_close_once_in_order_and_redeliveries_do_not_count() {
+        let mut lines = vec![
+            step(0, T0 + 1_000, 0.5, true),
+            step(1, T0 + 30_000, 0.25, false),
+            // Minute 2 closes minute 1.
+            step(2, T0 + 61_000, 1.0, true),
+            // A redelivery of step 1, arriving in minute 2: ignored.
+            step(1, T0 + 30_000, 0.25, false),
+            // Time goes backwards on another host: counted in the current minute.
+            step(3, T0 + 59_000, 2.0, true),
+        ];
+        lines.push(format!(
+            r#"{{"v":1,"kind":"run_finished","project_id":"p","run_id":"r","ts":{},"status":"completed"}}"#,
+            T0 + 185_000
+        ));
+        let closed = feed(&lines);
+        let buckets: Vec<i64> = closed.iter().map(|c| c.minute.bucket_ms).collect();
+        // Minute 0 closed by step 2; minute 1 closed when the run ended in minute 3.
+        assert_eq!(buckets, vec![T0, T0 + 60_000, T0 + 180_000]);
+        let m0 = &closed[0].minute;
+        assert!(m0.started);
+        assert_eq!((m0.steps, m0.errors, m0.tokens), (2, 1, 20));
+        assert!((m0.cost_usd - 0.75).abs() < 1e-12);
+        let m1 = &closed[1].minute;
+        assert!(!m1.started && closed[1].ending.is_none());
+        assert_eq!((m1.steps, m1.errors), (2, 0));
+        assert!((m1.cost_usd - 3.0).abs() < 1e-12);
+        let last = &closed[2];
+        assert_eq!(last.minute.steps, 0);
+        let ending = last
+            .ending
+            .as_ref()
+            .expect("the run ended in its last minute");
+        assert_eq!(ending.reason, TerminationReason::Clean);
+        assert!(!ending.loop_detected);
+    }
+
+    #[test]
+    fn engines_without_rollups_close_nothing() {
+        let mut e = PartitionEngine::new(Arc::new(EngineConfig::default()));
+        let mut out = Vec::new();
+        for l in [step(0, T0, 0.1, true), step(1, T0 + 120_000, 0.1, true)] {
+            let ev = decode(l.as_bytes()).expect("test event decodes");
+            e.apply(&ev, &mut out);
+        }
+        assert_eq!(e.take_rollups().count(), 0);
+        assert!(e.runs().all(|(_, s)| s.minute.is_none()));
+    }
+}

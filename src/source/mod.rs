@@ -5,9 +5,13 @@ use crate::config::Config;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::consumer::{
+    BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol, StreamConsumer,
+};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
+use rdkafka::TopicPartitionList;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,7 +49,16 @@ pub enum SourceError {
 #[derive(Default)]
 pub struct Assignment {
     pub assigned: HashSet<i32>,
+    /// Partitions gone without a chance to drain (lost, eager protocol, or while closing):
+    /// their uncommitted work is dropped.
     pub revoked: Vec<i32>,
+    /// A cooperative revoke waiting for the worker: it flushes and commits the partitions, then
+    /// hands them back with `incremental_unassign`. The rebalance waits for that call.
+    pub draining: Option<TopicPartitionList>,
+    /// While false, revokes are completed in the callback (shutdown: nothing would drain them).
+    pub defer_revokes: bool,
+    /// Wakes the worker loop when a revoke waits for it (it may be idle, waiting for a message).
+    pub wake: Arc<tokio::sync::Notify>,
     pub rebalances: u64,
 }
 
@@ -70,27 +83,66 @@ impl ClientContext for RebalanceContext {
 }
 
 impl ConsumerContext for RebalanceContext {
-    fn post_rebalance(&self, _c: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    /// Replaces rdkafka's default so a cooperative revoke can wait for the worker to drain:
+    /// librdkafka lets the application call `incremental_unassign` after the callback returns
+    /// (the group waits in its wait-unassign state, bounded by the rebalance timeout).
+    fn rebalance(&self, c: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        let cooperative = matches!(c.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        let parts: Vec<i32> = tpl
+            .elements_for_topic(&self.topic)
+            .iter()
+            .map(|e| e.partition())
+            .collect();
         let Ok(mut st) = self.state.lock() else {
             return;
         };
         st.rebalances += 1;
-        match rebalance {
-            // Cooperative-sticky: these lists are increments, not the whole assignment.
-            Rebalance::Assign(tpl) => {
-                for e in tpl.elements_for_topic(&self.topic) {
-                    st.assigned.insert(e.partition());
+        let res = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                // Cooperative-sticky: these lists are increments, not the whole assignment.
+                st.assigned.extend(parts.iter().copied());
+                tracing::info!(partitions = ?parts, "partitions assigned");
+                if cooperative {
+                    c.incremental_assign(tpl)
+                } else {
+                    c.assign(tpl)
                 }
-                tracing::info!(partitions = ?tpl.elements().iter().map(|e| e.partition()).collect::<Vec<_>>(), "partitions assigned");
             }
-            Rebalance::Revoke(tpl) => {
-                for e in tpl.elements_for_topic(&self.topic) {
-                    st.assigned.remove(&e.partition());
-                    st.revoked.push(e.partition());
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                for p in &parts {
+                    st.assigned.remove(p);
                 }
-                tracing::info!(partitions = ?tpl.elements().iter().map(|e| e.partition()).collect::<Vec<_>>(), "partitions revoked");
+                let lost = c.assignment_lost();
+                if cooperative && !lost && st.defer_revokes {
+                    tracing::info!(partitions = ?parts, "partitions revoked: draining them first");
+                    match &mut st.draining {
+                        Some(pending) => {
+                            for e in tpl.elements() {
+                                pending.add_partition(e.topic(), e.partition());
+                            }
+                        }
+                        None => st.draining = Some(tpl.clone()),
+                    }
+                    st.wake.notify_one();
+                    Ok(())
+                } else {
+                    tracing::info!(partitions = ?parts, lost, "partitions revoked");
+                    st.revoked.extend(parts.iter().copied());
+                    if cooperative {
+                        c.incremental_unassign(tpl)
+                    } else {
+                        c.unassign()
+                    }
+                }
             }
-            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance error"),
+            other => {
+                let code: RDKafkaErrorCode = other.into();
+                tracing::warn!(error = %code, "rebalance error");
+                c.unassign()
+            }
+        };
+        if let Err(e) = res {
+            tracing::warn!(error = %e, "applying the rebalance failed");
         }
     }
 }

@@ -173,6 +173,21 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
     let mut outs = Vec::new();
     let mut last_progress = Instant::now();
     let progress_every = Duration::from_secs(cfg.progress_interval_s.max(1));
+    let flusher = Flusher {
+        cfg: &cfg,
+        sink: &sink,
+        consumer: &consumer,
+        changelog_topic: &changelog_topic,
+        health: &health,
+    };
+    // Declared after the consumer, so dropped before it: closing the consumer revokes
+    // everything, and nothing would be left to drain those revokes.
+    let _defer = DeferRevokes::on(&assignment);
+    let drain_for = Duration::from_millis(cfg.revoke_drain_ms);
+    let wake = assignment
+        .lock()
+        .map(|a| a.wake.clone())
+        .unwrap_or_default();
     tracing::info!(topic = %cfg.input_topic, group = %cfg.group_id, "consuming");
     health.set_clickhouse_ok(true);
     health.set_consuming(true);
@@ -186,6 +201,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                 break;
             }
             _ = tokio::time::sleep_until(timeout) => None,
+            _ = wake.notified() => None,
             m = consumer.recv() => Some(m),
         };
         // Partitions revoked since the last message: their uncommitted work is dropped; the
@@ -197,6 +213,47 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         for p in revoked {
             parts.remove(&p);
             metrics::counter!("eddy_partitions_revoked_total").increment(1);
+        }
+        // A cooperative revoke waits for us: make what was done for those partitions durable
+        // and committed, so their next owner starts exactly there, then hand them back.
+        let draining = assignment.lock().ok().and_then(|mut a| a.draining.take());
+        if let Some(tpl) = draining {
+            if batch_msgs > 0 {
+                let drained = tokio::time::timeout(
+                    drain_for,
+                    flush(&flusher, &mut emitter, &mut parts, &mut batch, &shutdown),
+                )
+                .await;
+                match drained {
+                    Ok(Ok(())) => counters.flushes += 1,
+                    Ok(Err(WorkerError::Emit(e @ EmitError::Abortable(_)))) => {
+                        tracing::warn!(error = %e, "rewinding to the last commit");
+                        rewind(&mut emitter, &consumer, &mut parts, &mut batch)?;
+                        counters.rewinds += 1;
+                    }
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => {
+                        // A half-done flush leaves deliveries untracked: start over from the
+                        // last commit rather than commit past anything unacknowledged.
+                        tracing::warn!(
+                            revoke_drain_ms = cfg.revoke_drain_ms,
+                            "revoked partitions not drained in time; their next owner redoes the \
+                             uncommitted batch"
+                        );
+                        rewind(&mut emitter, &consumer, &mut parts, &mut batch)?;
+                        counters.rewinds += 1;
+                    }
+                }
+                batch_msgs = 0;
+                deadline = None;
+            }
+            for e in tpl.elements_for_topic(&cfg.input_topic) {
+                parts.remove(&e.partition());
+                metrics::counter!("eddy_partitions_revoked_total").increment(1);
+            }
+            if let Err(e) = consumer.incremental_unassign(&tpl) {
+                tracing::warn!(error = %e, "handing back revoked partitions failed");
+            }
         }
         if let Some(m) = msg {
             let m = match m {
@@ -333,18 +390,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         }
         let due = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
         if batch_msgs >= cfg.batch_max_messages || (due && batch_msgs > 0) {
-            let res = flush(
-                &cfg,
-                &sink,
-                &mut emitter,
-                &consumer,
-                &mut parts,
-                &mut batch,
-                &changelog_topic,
-                &shutdown,
-                &health,
-            )
-            .await;
+            let res = flush(&flusher, &mut emitter, &mut parts, &mut batch, &shutdown).await;
             match res {
                 Ok(()) => counters.flushes += 1,
                 Err(WorkerError::Emit(e @ EmitError::Abortable(_))) => {
@@ -377,18 +423,13 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
     if batch_msgs > 0 {
         // Graceful shutdown: make the last batch durable and commit it before leaving.
         let never = CancellationToken::new();
-        flush(
-            &cfg,
-            &sink,
-            &mut emitter,
-            &consumer,
-            &mut parts,
-            &mut batch,
-            &changelog_topic,
-            &never,
-            &health,
-        )
-        .await?;
+        flush(&flusher, &mut emitter, &mut parts, &mut batch, &never).await?;
+    }
+    // A revoke that arrived as we stopped: everything is committed now, hand the partitions back.
+    if let Some(tpl) = assignment.lock().ok().and_then(|mut a| a.draining.take()) {
+        if let Err(e) = consumer.incremental_unassign(&tpl) {
+            tracing::warn!(error = %e, "handing back revoked partitions failed");
+        }
     }
     tracing::info!(
         events = counters.events,
@@ -401,19 +442,50 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
     Ok(())
 }
 
+/// Revokes wait for the worker loop while it runs (see `source::Assignment::draining`).
+struct DeferRevokes(Arc<std::sync::Mutex<source::Assignment>>);
+
+impl DeferRevokes {
+    fn on(a: &Arc<std::sync::Mutex<source::Assignment>>) -> Self {
+        if let Ok(mut st) = a.lock() {
+            st.defer_revokes = true;
+        }
+        Self(a.clone())
+    }
+}
+
+impl Drop for DeferRevokes {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.0.lock() {
+            st.defer_revokes = false;
+        }
+    }
+}
+
+/// What every flush writes to and commits on.
+struct Flusher<'a> {
+    cfg: &'a Config,
+    sink: &'a ClickHouseSink,
+    consumer: &'a source::Input,
+    changelog_topic: &'a str,
+    health: &'a Health,
+}
+
 /// One flush cycle, in the order the commit rule needs.
-#[allow(clippy::too_many_arguments)]
 async fn flush(
-    cfg: &Config,
-    sink: &ClickHouseSink,
+    f: &Flusher<'_>,
     emitter: &mut Emitter,
-    consumer: &source::Input,
     parts: &mut HashMap<i32, PartitionTask>,
     batch: &mut Batch,
-    changelog_topic: &str,
     shutdown: &CancellationToken,
-    health: &Health,
 ) -> Result<(), WorkerError> {
+    let Flusher {
+        cfg,
+        sink,
+        consumer,
+        changelog_topic,
+        health,
+    } = *f;
     let started = Instant::now();
     let rows = [
         ("steps", batch.steps.len()),

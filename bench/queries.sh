@@ -97,7 +97,7 @@ last_run=$((RUNS - 1))
 printf 'ClickHouse %s, %s steps, %s runs; %s runs of each query (ms)\n\n' \
     "$(echo 'SELECT version()' | ch)" "$rows" "$RUNS" "$REPEATS"
 printf '| query | min | median | max | result rows |\n|---|---:|---:|---:|---:|\n'
-window=(--param project_id=proj-3 --param from=2026-01-01T00:00:00Z --param to=2026-01-08T00:00:00Z)
+window=(--param project_id=proj-0 --param from=2026-01-01T00:00:00Z --param to=2026-01-08T00:00:00Z)
 for name in $("$EDDY" query --list | awk '$1 ~ /^[a-z_]+$/ {print $1}'); do
     args=("${window[@]}")
     case $name in
@@ -108,10 +108,10 @@ for name in $("$EDDY" query --list | awk '$1 ~ /^[a-z_]+$/ {print $1}'); do
     n=0
     for ((i = 0; i < REPEATS; i++)); do
         t=$(date +%s%N)
-        n=$("$EDDY" query "$name" "${args[@]}" | wc -l)
+        n=$("$EDDY" query "$name" "${args[@]}" | tail -1 | tr -dc 0-9)
         times+=($((($(date +%s%N) - t) / 1000000)))
     done
     sorted=$(printf '%s\n' "${times[@]}" | sort -n)
     printf '| %s | %s | %s | %s | %s |\n' "$name" "$(head -1 <<<"$sorted")" \
-        "$(sed -n "$(((REPEATS + 1) / 2))p" <<<"$sorted")" "$(tail -1 <<<"$sorted")" "$((n > 2 ? n - 2 : 0))"
+        "$(sed -n "$(((REPEATS + 1) / 2))p" <<<"$sorted")" "$(tail -1 <<<"$sorted")" "${n:-0}"
 done

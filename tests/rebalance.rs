@@ -19,7 +19,7 @@ fn committed_to_end(cfg: &eddy::config::Config) -> bool {
         .create()
         .expect("offset reader");
     let mut tpl = TopicPartitionList::new();
-    for p in 0..cfg.topic_partitions as i32 {
+    for p in 0..cfg.topic_partitions {
         tpl.add_partition(&cfg.input_topic, p);
     }
     let Ok(committed) = c.committed_offsets(tpl, Duration::from_secs(10)) else {

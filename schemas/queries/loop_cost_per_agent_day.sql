@@ -6,6 +6,12 @@ FROM
     SELECT project_id, run_id, step_index, ts, cost_usd
     FROM steps FINAL
     WHERE project_id = {project_id:String} AND ts >= {from:DateTime} AND ts < {to:DateTime}
+      -- Only looping runs' steps reach the join.
+      AND run_id IN
+      (
+          SELECT run_id FROM runs FINAL
+          WHERE project_id = {project_id:String} AND loop_detected = 1 AND has_loop_step_index = 1
+      )
 ) AS s
 -- ALL, not ANY: since 20.x ANY INNER JOIN keeps one row per key on the left too (one step per run).
 ALL INNER JOIN

@@ -1,9 +1,55 @@
 //! Compressed topics: input produced with each codec librdkafka offers (gzip, snappy, lz4, zstd)
 //! is consumed, and eddy's own output can be produced with any of them (here zstd).
+//!
+//! The codecs are read back from the broker's own log segments (Kafka's `DumpLogSegments`), since
+//! no client API tells a message's codec: this needs the broker started by `scripts/stack`.
 mod common;
 
 use common::*;
+use std::collections::BTreeSet;
+use std::process::Command;
 use std::time::Duration;
+
+/// The codec of every data batch in a topic's log segments, as the broker stored them.
+fn stored_codecs(topic: &str, partitions: i32) -> BTreeSet<String> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let state = std::env::var("EDDY_STACK_DIR").unwrap_or_else(|_| "/tmp/eddy-stack".into());
+    let mut codecs = BTreeSet::new();
+    for p in 0..partitions {
+        let dir = std::path::Path::new(&state)
+            .join("kafka/data")
+            .join(format!("{topic}-{p}"));
+        let segments: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e}; this test reads the broker's log segments, so it needs the broker \
+                     started by scripts/stack (run it through scripts/test)",
+                    dir.display()
+                )
+            })
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .map(|p| p.display().to_string())
+            .collect();
+        if segments.is_empty() {
+            continue;
+        }
+        let out = Command::new(format!("{root}/scripts/stack"))
+            .args(["kafka", "kafka.tools.DumpLogSegments", "--files"])
+            .arg(segments.join(","))
+            .output()
+            .expect("scripts/stack kafka kafka.tools.DumpLogSegments");
+        assert!(out.status.success(), "DumpLogSegments: {out:?}");
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if line.contains("isControl: false") {
+                if let Some(codec) = line.split("compresscodec: ").nth(1) {
+                    codecs.insert(codec.split_whitespace().next().unwrap_or("").to_string());
+                }
+            }
+        }
+    }
+    codecs
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_codec_is_consumed_and_produced() {
@@ -55,4 +101,13 @@ async fn every_codec_is_consumed_and_produced() {
         steps
     );
     stop_gracefully(&mut w);
+
+    let parts = cfg.topic_partitions;
+    let want_in: BTreeSet<String> = codecs.iter().map(|c| c.to_string()).collect();
+    assert_eq!(stored_codecs(&cfg.input_topic, parts), want_in);
+    assert_eq!(
+        stored_codecs(&cfg.output_topic, parts),
+        BTreeSet::from(["zstd".to_string()]),
+        "every output batch is zstd, as configured"
+    );
 }

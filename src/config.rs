@@ -2,6 +2,10 @@
 //!
 //! Top-level keys map one-to-one to env names (`kafka_brokers` ↔ `EDDY_KAFKA_BROKERS`); nested
 //! sections use a double underscore (`EDDY_ENGINE__IDLE_TIMEOUT_MS`).
+//!
+//! librdkafka property names contain dots, which env names cannot carry, so the Kafka security
+//! settings also exist as top-level keys (`kafka_sasl_password` ↔ `EDDY_KAFKA_SASL_PASSWORD`,
+//! see [`Config::kafka_security_props`]); they reach every Kafka client eddy creates.
 use crate::engine::EngineConfig;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
@@ -54,6 +58,10 @@ pub struct Config {
     pub clickhouse_database: String,
     pub clickhouse_user: Option<String>,
     pub clickhouse_password: Option<String>,
+    /// PEM file with the CA certificate(s) that sign the server's certificate, for an
+    /// `https://` `clickhouse_url` behind a private CA. Unset: the public web roots
+    /// (webpki-roots). When set, only these CAs are trusted.
+    pub clickhouse_ca_file: Option<String>,
     /// Cluster name (from the servers' `remote_servers`): `eddy migrate` renders `ON CLUSTER`,
     /// Replicated*MergeTree `<table>_local` tables and Distributed `<table>`s sharded by run.
     pub clickhouse_cluster: Option<String>,
@@ -67,6 +75,17 @@ pub struct Config {
     /// Raw librdkafka properties passed through to the consumer / producer.
     pub kafka_consumer: BTreeMap<String, String>,
     pub kafka_producer: BTreeMap<String, String>,
+    /// Kafka security for every client (consumer, producer, topic admin, changelog restore),
+    /// as top-level keys so that the environment can set them (`EDDY_KAFKA_SASL_PASSWORD`...).
+    /// Each is the librdkafka property of the same name (`security.protocol`, `sasl.mechanism`,
+    /// `sasl.username`, `sasl.password`, `ssl.ca.location`) and, when set, overrides that
+    /// property in `[kafka_consumer]` / `[kafka_producer]`.
+    pub kafka_security_protocol: Option<String>,
+    pub kafka_sasl_mechanism: Option<String>,
+    pub kafka_sasl_username: Option<String>,
+    /// A secret: masked in `redacted()` and never logged.
+    pub kafka_sasl_password: Option<String>,
+    pub kafka_ssl_ca_location: Option<String>,
     /// Admin HTTP server (/metrics, /livez, /readyz). Loopback by default; in a pod, 0.0.0.0.
     pub admin_addr: String,
     /// After SIGTERM/SIGINT the worker flushes, commits and exits; past this grace period it
@@ -126,12 +145,18 @@ impl Default for Config {
             clickhouse_database: "eddy".into(),
             clickhouse_user: None,
             clickhouse_password: None,
+            clickhouse_ca_file: None,
             clickhouse_cluster: None,
             clickhouse_retention_days: 0,
             batch_max_messages: 20_000,
             flush_interval_ms: 250,
             kafka_consumer: BTreeMap::new(),
             kafka_producer: BTreeMap::new(),
+            kafka_security_protocol: None,
+            kafka_sasl_mechanism: None,
+            kafka_sasl_username: None,
+            kafka_sasl_password: None,
+            kafka_ssl_ca_location: None,
             admin_addr: "127.0.0.1:9464".into(),
             shutdown_grace_ms: 25_000,
             revoke_drain_ms: 15_000,
@@ -170,6 +195,14 @@ impl Config {
             })
             .split("__");
         fig = fig.merge(env);
+        // figment reads env values as TOML-like literals, so a password `123456`, `true` or
+        // `[x]` would arrive as a number, bool or array and fail to load. Text settings take
+        // the variable verbatim instead.
+        for key in text_keys() {
+            if let Ok(v) = std::env::var(format!("EDDY_{}", key.to_ascii_uppercase())) {
+                fig = fig.merge((key, v));
+            }
+        }
         for (k, v) in overrides {
             fig = fig.merge((*k, v.clone()));
         }
@@ -205,18 +238,46 @@ impl Config {
 
     /// Connection and security properties (`bootstrap.servers`, `security.*`, `sasl.*`,
     /// `ssl.*`) for eddy's other Kafka clients (topic admin, changelog restore), taken from
-    /// `[kafka_consumer]` so SASL/TLS set there reaches every client.
+    /// `[kafka_consumer]` and the `kafka_security_*` / `kafka_sasl_*` / `kafka_ssl_*` keys so
+    /// SASL/TLS set there reaches every client.
     pub fn kafka_client_props(&self) -> Vec<(String, String)> {
-        let mut v = vec![("bootstrap.servers".to_string(), self.kafka_brokers.clone())];
+        let mut m = BTreeMap::new();
+        m.insert("bootstrap.servers".to_string(), self.kafka_brokers.clone());
         for (k, val) in &self.kafka_consumer {
-            if ["security.", "sasl.", "ssl."]
-                .iter()
-                .any(|p| k.starts_with(p))
-            {
-                v.push((k.clone(), val.clone()));
+            if is_security_property(k) {
+                m.insert(k.clone(), val.clone());
             }
         }
-        v
+        for (k, val) in self.kafka_security_props() {
+            m.insert(k.to_string(), val);
+        }
+        m.into_iter().collect()
+    }
+
+    /// The librdkafka properties set by the top-level Kafka security keys; every client applies
+    /// them after its own table, so they win over `[kafka_consumer]` / `[kafka_producer]`.
+    pub fn kafka_security_props(&self) -> Vec<(&'static str, String)> {
+        [
+            ("security.protocol", &self.kafka_security_protocol),
+            ("sasl.mechanism", &self.kafka_sasl_mechanism),
+            ("sasl.username", &self.kafka_sasl_username),
+            ("sasl.password", &self.kafka_sasl_password),
+            ("ssl.ca.location", &self.kafka_ssl_ca_location),
+        ]
+        .into_iter()
+        // An empty value (`EDDY_KAFKA_SSL_CA_LOCATION=`) means unset.
+        .filter_map(|(k, v)| v.as_ref().filter(|v| !v.is_empty()).map(|v| (k, v.clone())))
+        .collect()
+    }
+
+    /// The properties the consumer (`[kafka_consumer]`) or producer (`[kafka_producer]`) gets
+    /// on top of eddy's own settings: its table, then the top-level security keys.
+    pub fn kafka_props_for(&self, table: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut m = table.clone();
+        for (k, v) in self.kafka_security_props() {
+            m.insert(k.to_string(), v);
+        }
+        m
     }
 
     pub fn changelog_topic(&self) -> String {
@@ -267,6 +328,43 @@ impl Config {
                 return bad(format!("clickhouse_cluster `{c}` must be [A-Za-z0-9_.-]+"));
             }
         }
+        for (name, table) in [
+            ("kafka_consumer", &self.kafka_consumer),
+            ("kafka_producer", &self.kafka_producer),
+        ] {
+            let props = self.kafka_props_for(table);
+            let has = |k: &str| props.get(k).is_some_and(|v| !v.is_empty());
+            // `sasl.mechanisms` is librdkafka's older spelling of `sasl.mechanism`.
+            let mechanism = props
+                .get("sasl.mechanism")
+                .or_else(|| props.get("sasl.mechanisms"))
+                .map(|m| m.to_ascii_uppercase());
+            let user_password =
+                matches!(mechanism.as_deref(), Some(m) if m == "PLAIN" || m.starts_with("SCRAM-"));
+            if user_password && has("sasl.username") != has("sasl.password") {
+                let missing = if has("sasl.username") {
+                    "sasl.password (kafka_sasl_password, EDDY_KAFKA_SASL_PASSWORD)"
+                } else {
+                    "sasl.username (kafka_sasl_username, EDDY_KAFKA_SASL_USERNAME)"
+                };
+                return bad(format!(
+                    "{name}: SASL {} needs a username and a password; {missing} is not set",
+                    mechanism.unwrap_or_default()
+                ));
+            }
+        }
+        if let Some(ca) = self.clickhouse_ca_file.as_ref().filter(|c| !c.is_empty()) {
+            if !self
+                .clickhouse_url
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("https://")
+            {
+                return bad(format!(
+                    "clickhouse_ca_file `{ca}` is set but clickhouse_url is not https://"
+                ));
+            }
+        }
         if let Err(e) = self.engine.detectors.validate() {
             return bad(format!("engine.detectors: {e}"));
         }
@@ -297,6 +395,13 @@ impl Config {
     }
 }
 
+/// Properties that say how to reach and authenticate to the brokers, which every client needs.
+fn is_security_property(k: &str) -> bool {
+    ["security.", "sasl.", "ssl."]
+        .iter()
+        .any(|p| k.starts_with(p))
+}
+
 /// A key names a secret when it mentions a password, secret, token or credential (this covers
 /// librdkafka's `sasl.password`, `ssl.key.password`, `sasl.oauthbearer.client.secret`, ...).
 fn is_secret_key(k: &str) -> bool {
@@ -323,6 +428,28 @@ fn redact(v: &mut serde_json::Value) {
             }
         }
     }
+}
+
+/// Top-level settings whose value is text: the string-valued defaults plus the optional ones.
+fn text_keys() -> Vec<String> {
+    let optional = [
+        "transactional_id",
+        "changelog_topic",
+        "clickhouse_user",
+        "clickhouse_password",
+        "clickhouse_ca_file",
+        "clickhouse_cluster",
+        "kafka_security_protocol",
+        "kafka_sasl_mechanism",
+        "kafka_sasl_username",
+        "kafka_sasl_password",
+        "kafka_ssl_ca_location",
+    ];
+    let mut keys: Vec<String> = optional.iter().map(|k| k.to_string()).collect();
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(Config::default()) {
+        keys.extend(m.into_iter().filter(|(_, v)| v.is_string()).map(|(k, _)| k));
+    }
+    keys
 }
 
 fn known_keys() -> Vec<String> {
@@ -379,6 +506,111 @@ mod tests {
             !debug.contains("hunter2") && !debug.contains("s3cret-kafka"),
             "{debug}"
         );
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's own error type
+    fn kafka_security_comes_from_env_and_reaches_every_client() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "eddy.toml",
+                r#"
+                    kafka_security_protocol = "SASL_SSL"
+                    kafka_sasl_mechanism = "SCRAM-SHA-512"
+                    [kafka_consumer]
+                    "sasl.username" = "from-file"
+                    "sasl.password" = "file-secret"
+                    "fetch.min.bytes" = "1"
+                    [kafka_producer]
+                    "linger.ms" = "7"
+                "#,
+            )?;
+            jail.set_env("EDDY_KAFKA_SASL_USERNAME", "svc-eddy");
+            jail.set_env("EDDY_KAFKA_SASL_PASSWORD", "env-s3cret");
+            jail.set_env("EDDY_KAFKA_SSL_CA_LOCATION", "/etc/eddy/ca.pem");
+            jail.set_env("EDDY_CLICKHOUSE_URL", "https://ch.example:8443");
+            jail.set_env("EDDY_CLICKHOUSE_CA_FILE", "/etc/eddy/ch-ca.pem");
+            jail.set_env("EDDY_CLICKHOUSE_PASSWORD", "ch-s3cret");
+            let cfg = Config::load(Some(Path::new("eddy.toml")), &[]).unwrap();
+            assert_eq!(
+                cfg.clickhouse_ca_file.as_deref(),
+                Some("/etc/eddy/ch-ca.pem")
+            );
+            assert_eq!(cfg.clickhouse_password.as_deref(), Some("ch-s3cret"));
+            let want = [
+                ("security.protocol", "SASL_SSL"),
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+                ("sasl.username", "svc-eddy"),
+                ("sasl.password", "env-s3cret"),
+                ("ssl.ca.location", "/etc/eddy/ca.pem"),
+            ];
+            let consumer = cfg.kafka_props_for(&cfg.kafka_consumer);
+            let producer = cfg.kafka_props_for(&cfg.kafka_producer);
+            let others: BTreeMap<_, _> = cfg.kafka_client_props().into_iter().collect();
+            for (k, v) in want {
+                // The env beats the file's table entry (sasl.username / sasl.password).
+                assert_eq!(consumer.get(k).map(String::as_str), Some(v), "consumer {k}");
+                assert_eq!(producer.get(k).map(String::as_str), Some(v), "producer {k}");
+                assert_eq!(others.get(k).map(String::as_str), Some(v), "admin {k}");
+            }
+            assert_eq!(
+                consumer.get("fetch.min.bytes").map(String::as_str),
+                Some("1")
+            );
+            assert_eq!(producer.get("linger.ms").map(String::as_str), Some("7"));
+            assert!(!others.contains_key("fetch.min.bytes"), "{others:?}");
+            let shown = format!("{} {cfg:?}", cfg.redacted());
+            for secret in ["env-s3cret", "file-secret", "ch-s3cret"] {
+                assert!(!shown.contains(secret), "{secret} shown: {shown}");
+            }
+            assert!(shown.contains("svc-eddy"), "{shown}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's own error type
+    fn secrets_from_env_are_taken_verbatim() {
+        for pw in [
+            "123456", "true", "[abc]", "{x = 1}", " spaced ", "a\"b\\c", "1e5",
+        ] {
+            figment::Jail::expect_with(|jail| {
+                jail.set_env("EDDY_KAFKA_SASL_PASSWORD", pw);
+                jail.set_env("EDDY_CLICKHOUSE_PASSWORD", pw);
+                jail.set_env("EDDY_KAFKA_SASL_USERNAME", "4242");
+                jail.set_env("EDDY_GROUP_ID", "12345");
+                jail.set_env("EDDY_DELIVERY", "exactly_once");
+                let cfg = Config::load(None, &[]).unwrap_or_else(|e| panic!("{pw:?}: {e}"));
+                assert_eq!(cfg.kafka_sasl_password.as_deref(), Some(pw));
+                assert_eq!(cfg.clickhouse_password.as_deref(), Some(pw));
+                assert_eq!(cfg.kafka_sasl_username.as_deref(), Some("4242"));
+                assert_eq!(cfg.group_id, "12345");
+                assert_eq!(cfg.delivery, Delivery::ExactlyOnce);
+                Ok(())
+            });
+        }
+    }
+
+    #[test]
+    fn half_sasl_credentials_and_a_ca_for_plain_http_are_rejected() {
+        let cfg = Config {
+            kafka_sasl_mechanism: Some("SCRAM-SHA-512".into()),
+            kafka_sasl_username: Some("svc".into()),
+            ..Config::default()
+        };
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("EDDY_KAFKA_SASL_PASSWORD"), "{err}");
+        let cfg = Config {
+            clickhouse_ca_file: Some("/ca.pem".into()),
+            ..Config::default()
+        };
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("clickhouse_ca_file"), "{err}");
+        // GSSAPI or OAUTHBEARER need no password: not our business.
+        let mut cfg = Config::default();
+        cfg.kafka_consumer
+            .insert("sasl.mechanism".into(), "GSSAPI".into());
+        cfg.validate().unwrap();
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl Emitter {
             // Same partitioner as Kafka's Java clients, so keys land where replay expects.
             .set("partitioner", "murmur2_random")
             .set("message.timeout.ms", "120000");
-        for (k, v) in &cfg.kafka_producer {
+        for (k, v) in cfg.kafka_props_for(&cfg.kafka_producer) {
             cc.set(k, v);
         }
         let txn_timeout = Duration::from_millis(u64::from(cfg.transaction_timeout_ms));

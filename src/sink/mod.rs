@@ -22,6 +22,88 @@ pub enum SinkError {
         #[source]
         source: clickhouse::error::Error,
     },
+    #[error(
+        "ClickHouse at {url} rejected user `{user}`: {source}. To fix: check clickhouse_user and \
+         clickhouse_password (env EDDY_CLICKHOUSE_USER / EDDY_CLICKHOUSE_PASSWORD)"
+    )]
+    Auth {
+        url: String,
+        user: String,
+        #[source]
+        source: clickhouse::error::Error,
+    },
+    #[error(
+        "ClickHouse at {url}: TLS failed: {reason}. To fix: set clickhouse_ca_file (env \
+         EDDY_CLICKHOUSE_CA_FILE) to the PEM of the CA that signed the server's certificate, \
+         and use the host name the certificate was issued for"
+    )]
+    Tls { url: String, reason: String },
+    #[error("clickhouse_ca_file {path}: {reason}")]
+    CaFile { path: String, reason: String },
+}
+
+/// The whole `source()` chain of an error on one line: the crate's network error hides the TLS
+/// reason two levels down.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let msg = s.to_string();
+        if !out.contains(&msg) {
+            out.push_str(": ");
+            out.push_str(&msg);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+/// The default HTTP client trusts the public web roots; with `clickhouse_ca_file` set, a client
+/// that trusts exactly the CAs in that PEM file (same pool and keep-alive settings as the
+/// crate's own client).
+fn http_client(cfg: &Config) -> Result<clickhouse::Client, SinkError> {
+    use hyper_util::client::legacy::{connect::HttpConnector, Client as HyperClient};
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    use std::time::Duration;
+
+    let Some(path) = cfg.clickhouse_ca_file.as_ref().filter(|p| !p.is_empty()) else {
+        return Ok(clickhouse::Client::default());
+    };
+    let ca_err = |reason: String| SinkError::CaFile {
+        path: path.clone(),
+        reason,
+    };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| ca_err(e.to_string()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ca_err(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(ca_err("holds no PEM certificate".into()));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for c in certs {
+        roots.add(c).map_err(|e| ca_err(e.to_string()))?;
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| ca_err(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let mut http = HttpConnector::new();
+    http.set_keepalive(Some(Duration::from_secs(60)));
+    http.enforce_http(false);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_http1()
+        .wrap_connector(http);
+    let client = HyperClient::builder(hyper_util::rt::TokioExecutor::new())
+        // Below ClickHouse's keep-alive timeout (3 s before 23.11), as the crate's default.
+        .pool_idle_timeout(Duration::from_secs(2))
+        .build(https);
+    Ok(clickhouse::Client::with_http_client(client))
 }
 
 struct Migration {
@@ -232,7 +314,7 @@ impl Batch {
 
 impl ClickHouseSink {
     pub async fn connect(cfg: &Config) -> Result<Self, SinkError> {
-        let mut client = clickhouse::Client::default()
+        let mut client = http_client(cfg)?
             .with_url(&cfg.clickhouse_url)
             // Old servers (Debian's 18.16) lack RowBinaryWithNamesAndTypes; rows are typed here.
             .with_validation(false);
@@ -243,8 +325,51 @@ impl ClickHouseSink {
             client = client.with_password(p);
         }
         let sink = Self::from_client(client, cfg);
-        sink.version().await?;
+        // The first request tells configuration mistakes apart, with what to change.
+        if let Err(e) = sink
+            .client
+            .query("SELECT version()")
+            .fetch_one::<String>()
+            .await
+        {
+            return Err(sink.connect_error(cfg, e));
+        }
         Ok(sink)
+    }
+
+    fn connect_error(&self, cfg: &Config, source: clickhouse::error::Error) -> SinkError {
+        let url = self.url.clone();
+        match &source {
+            // 192 UNKNOWN_USER, 193 WRONG_PASSWORD, 194 REQUIRED_PASSWORD, 516
+            // AUTHENTICATION_FAILED (newer servers, which no longer say which part was wrong)
+            clickhouse::error::Error::BadResponse(body)
+                if ["Code: 193", "Code: 192", "Code: 516", "Code: 194"]
+                    .iter()
+                    .any(|c| body.contains(c)) =>
+            {
+                SinkError::Auth {
+                    url,
+                    user: cfg
+                        .clickhouse_user
+                        .clone()
+                        .unwrap_or_else(|| "default".into()),
+                    source,
+                }
+            }
+            clickhouse::error::Error::Network(_) => {
+                let reason = chain(&source);
+                let lower = reason.to_ascii_lowercase();
+                if ["certificate", "tls", "handshake", "unknownissuer"]
+                    .iter()
+                    .any(|w| lower.contains(w))
+                {
+                    SinkError::Tls { url, reason }
+                } else {
+                    self.err(source)
+                }
+            }
+            _ => self.err(source),
+        }
     }
 
     /// A sink on a client built by the caller (tests: compression off, a recording server).

@@ -43,6 +43,14 @@ pub enum SourceError {
         offset: i64,
         why: String,
     },
+    /// The brokers refused the connection in a way no retry fixes (rejected credentials, a
+    /// certificate that does not verify). `reason` is librdkafka's, `fix` names the settings.
+    #[error("Kafka at {brokers} refused the connection: {reason}. To fix: {fix}")]
+    Security {
+        brokers: String,
+        reason: String,
+        fix: String,
+    },
 }
 
 /// Assignment changes seen by librdkafka's rebalance callback, drained by the worker loop.
@@ -166,12 +174,102 @@ pub fn consumer(cfg: &Config) -> Result<(Input, Arc<Mutex<Assignment>>), SourceE
         .set("session.timeout.ms", cfg.session_timeout_ms.to_string())
         .set("isolation.level", "read_committed")
         .set("statistics.interval.ms", "5000");
-    for (k, v) in &cfg.kafka_consumer {
+    for (k, v) in cfg.kafka_props_for(&cfg.kafka_consumer) {
         cc.set(k, v);
     }
     let c: Input = cc.create_with_context(ctx)?;
     c.subscribe(&[&cfg.input_topic])?;
     Ok((c, state))
+}
+
+/// Connection failures that librdkafka reports as error events and keeps retrying forever,
+/// though only a configuration change can fix them.
+#[derive(Default)]
+struct ConnectProbe {
+    refused: Mutex<Option<(RDKafkaErrorCode, String)>>,
+}
+
+impl ClientContext for ConnectProbe {
+    fn error(&self, error: KafkaError, reason: &str) {
+        let code = error.rdkafka_error_code();
+        // A TLS failure is final when the certificate does not verify; a handshake cut short
+        // (a broker restarting) is retried like any transport error.
+        let lower = reason.to_ascii_lowercase();
+        let refused = match code {
+            Some(RDKafkaErrorCode::Authentication) => true,
+            Some(RDKafkaErrorCode::SSL) => lower.contains("certificate") || lower.contains("verif"),
+            _ => false,
+        };
+        if let (true, Some(code)) = (refused, code) {
+            if let Ok(mut slot) = self.refused.lock() {
+                slot.get_or_insert_with(|| (code, reason.to_string()));
+            }
+        }
+        tracing::debug!(error = %error, reason, "Kafka connection probe");
+    }
+}
+
+impl ConsumerContext for ConnectProbe {}
+
+/// How long start-up waits for the brokers' metadata before letting topic creation report
+/// whatever is wrong; a refusal (bad credentials or certificate) ends the wait at once.
+const CONNECT_PROBE: Duration = Duration::from_secs(30);
+
+/// Wait until the brokers answer a metadata request, or fail with advice if they refuse the
+/// credentials or the certificate. A consumer without a subscription does it: unlike the admin
+/// client, polling it serves librdkafka's error events.
+fn probe_connection(cfg: &Config) -> Result<(), SourceError> {
+    let mut cc = ClientConfig::new();
+    for (k, v) in cfg.kafka_client_props() {
+        cc.set(k, v);
+    }
+    cc.set("group.id", "eddy-connect-probe");
+    let probe: BaseConsumer<ConnectProbe> = cc.create_with_context(ConnectProbe::default())?;
+    let deadline = std::time::Instant::now() + CONNECT_PROBE;
+    loop {
+        // Returns as soon as an error event arrives (or after 200 ms without one).
+        let _ = probe.poll(Duration::from_millis(200));
+        let refused = probe.context().refused.lock().ok().and_then(|r| r.clone());
+        if let Some((code, reason)) = refused {
+            return Err(security_error(cfg, code, reason));
+        }
+        let answered = probe
+            .fetch_metadata(None, Duration::from_millis(500))
+            .is_ok();
+        if answered || std::time::Instant::now() >= deadline {
+            return Ok(());
+        }
+    }
+}
+
+fn security_error(cfg: &Config, code: RDKafkaErrorCode, reason: String) -> SourceError {
+    let props = cfg.kafka_client_props();
+    let get = |k: &str| props.iter().find(|(p, _)| p == k).map(|(_, v)| v.as_str());
+    let fix = if code == RDKafkaErrorCode::Authentication {
+        format!(
+            "check the SASL credentials for user `{}` with mechanism {} \
+             (kafka_sasl_username / kafka_sasl_password, env EDDY_KAFKA_SASL_USERNAME / \
+             EDDY_KAFKA_SASL_PASSWORD, or sasl.username / sasl.password in [kafka_consumer] \
+             and [kafka_producer]) and kafka_sasl_mechanism (EDDY_KAFKA_SASL_MECHANISM)",
+            get("sasl.username").unwrap_or("(none)"),
+            get("sasl.mechanism")
+                .or_else(|| get("sasl.mechanisms"))
+                .unwrap_or("GSSAPI (librdkafka's default)"),
+        )
+    } else {
+        format!(
+            "check that security.protocol ({}) matches the listener and that the CA file in \
+             kafka_ssl_ca_location (EDDY_KAFKA_SSL_CA_LOCATION, librdkafka ssl.ca.location; \
+             now {}) signed the broker's certificate",
+            get("security.protocol").unwrap_or("plaintext"),
+            get("ssl.ca.location").unwrap_or("unset: the system's CAs"),
+        )
+    };
+    SourceError::Security {
+        brokers: cfg.kafka_brokers.clone(),
+        reason,
+        fix,
+    }
 }
 
 /// Create missing topics and check that the changelog is co-partitioned with the input.
@@ -180,6 +278,7 @@ pub async fn ensure_topics(cfg: &Config) -> Result<(), SourceError> {
     for (k, v) in cfg.kafka_client_props() {
         cc.set(k, v);
     }
+    probe_connection(cfg)?;
     let admin: AdminClient<DefaultClientContext> = cc.create()?;
     let changelog = cfg.changelog_topic();
     if cfg.create_topics {

@@ -184,8 +184,12 @@ pub fn read_topic_until(
     mut worker: Option<&mut Child>,
     mut done: impl FnMut(&[Record]) -> bool,
 ) -> Vec<Record> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &cfg.kafka_brokers)
+    let mut cc = ClientConfig::new();
+    // Brokers plus whatever security the config carries (SASL/TLS tests read that way too).
+    for (k, v) in cfg.kafka_client_props() {
+        cc.set(k, v);
+    }
+    let c: BaseConsumer = cc
         .set("group.id", "eddy-test-reader")
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")

@@ -18,6 +18,53 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// A far-future *first* event cannot stop idle timeouts: runs that agree on the real time bring
+/// the watermark back, and timeouts work again.
+#[test]
+fn a_far_future_first_event_is_outvoted() {
+    let cfg = Arc::new(EngineConfig::default());
+    let timeout = cfg.idle_timeout_ms;
+    let mut eng = PartitionEngine::new(cfg);
+    let mut out = Vec::new();
+    let apply = |eng: &mut PartitionEngine, l: String, out: &mut Vec<OutputEvent>| {
+        eng.apply(&decode(l.as_bytes()).unwrap(), out);
+    };
+    let future = BASE_TS + 10 * 365 * 86_400_000;
+    apply(
+        &mut eng,
+        step_line("broken-clock", 1, future, "a"),
+        &mut out,
+    );
+    assert_eq!(eng.watermark_ms(), Some(future));
+    apply(&mut eng, step_line("r1", 1, BASE_TS, "b"), &mut out);
+    apply(&mut eng, step_line("r2", 1, BASE_TS + 10, "c"), &mut out);
+    // Two runs are not a quorum; a repeat from one of them is not a third.
+    apply(&mut eng, step_line("r2", 2, BASE_TS + 20, "d"), &mut out);
+    assert_eq!(eng.watermark_ms(), Some(future));
+    apply(&mut eng, step_line("r3", 1, BASE_TS + 30, "e"), &mut out);
+    assert_eq!(eng.watermark_ms(), Some(BASE_TS));
+    assert!(out.is_empty(), "moving back times nobody out: {out:?}");
+    // Time then advances as usual, and a quiet run times out again.
+    apply(&mut eng, step_line("r2", 3, BASE_TS + 1_000, "f"), &mut out);
+    apply(
+        &mut eng,
+        step_line("r3", 2, BASE_TS + timeout + 5_000, "g"),
+        &mut out,
+    );
+    let ended: Vec<&str> = out
+        .iter()
+        .filter_map(|o| match o {
+            OutputEvent::RunTerminated(t) => Some(t.run_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ended,
+        vec!["r1", "r2"],
+        "the quiet runs timed out, in order"
+    );
+}
+
 const BASE_TS: i64 = 1_767_225_600_000;
 const SECRET: &str = "SECRET-7f3a";
 /// Serialised RunState bound under `small_config` (detector windows are fixed; keelwave ≤ 64

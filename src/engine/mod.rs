@@ -46,6 +46,10 @@ pub struct PartitionMeta {
     /// that time; `watermark_jump_quorum` distinct runs move the watermark. Bounded by it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jumps: Vec<(u64, i64)>,
+    /// Runs (hashed) that reported a time more than `max_future_skew_ms` behind the watermark,
+    /// with their latest such time; a quorum of them pulls the watermark back. Bounded by it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub behind: Vec<(u64, i64)>,
     /// Recently ended runs, oldest first, so a redelivered or late event cannot reopen them and
     /// publish a second `run_terminated`. Bounded by `EngineConfig::ended_runs_remembered`.
     /// Persisted as one changelog marker per run, not inside the meta record.
@@ -258,8 +262,26 @@ impl PartitionEngine {
     /// `watermark_jump_quorum` distinct runs made one (then to the earliest of their times).
     fn advance_watermark(&mut self, key: &RunKey, ts: i64, out: &mut Vec<OutputEvent>) {
         let skew = self.cfg.max_future_skew_ms;
+        // A run that caught up is no longer evidence against the watermark.
+        if !self.meta.behind.is_empty()
+            && self
+                .meta
+                .watermark_ms
+                .is_some_and(|w| w.saturating_sub(ts) <= skew)
+        {
+            let run = text::key64(
+                "watermark.behind",
+                &[key.project_id.as_bytes(), key.run_id.as_bytes()],
+            );
+            self.meta.behind.retain(|(r, _)| *r != run);
+        }
         let wm = match self.meta.watermark_ms {
-            Some(w) if w >= ts => return,
+            Some(w) if w >= ts => {
+                if skew > 0 && w.saturating_sub(ts) > skew {
+                    self.note_behind(key, ts);
+                }
+                return;
+            }
             Some(w) if skew > 0 && ts.saturating_sub(w) > skew => {
                 let run = text::key64(
                     "watermark.jump",
@@ -312,6 +334,28 @@ impl PartitionEngine {
             let (_, reason, _, end_ms) = state.verdict(end);
             rollup::end(key, state, end_ms, reason, &mut self.closed);
         }
+    }
+
+    /// A watermark an outlier set (a far-future *first* event of a partition, which no guard
+    /// can judge) would stop idle timeouts: once `watermark_jump_quorum` distinct runs report
+    /// times more than `max_future_skew_ms` behind it, it comes back to the earliest of theirs.
+    /// Moving back only delays timeouts, never causes one.
+    fn note_behind(&mut self, key: &RunKey, ts: i64) {
+        let run = text::key64(
+            "watermark.behind",
+            &[key.project_id.as_bytes(), key.run_id.as_bytes()],
+        );
+        match self.meta.behind.iter_mut().find(|(r, _)| *r == run) {
+            Some(e) => e.1 = e.1.max(ts),
+            None => self.meta.behind.push((run, ts)),
+        }
+        if self.meta.behind.len() < self.cfg.watermark_jump_quorum.max(1) {
+            return;
+        }
+        let back = self.meta.behind.iter().map(|b| b.1).min().unwrap_or(ts);
+        self.meta.behind.clear();
+        self.meta.jumps.clear();
+        self.meta.watermark_ms = Some(back);
     }
 
     fn mark_ended(&mut self, key: RunKey) {

@@ -47,26 +47,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* True (non-empty) when SASL credentials come from a Secret through the init container. */}}
-{{- define "eddy.saslFromSecret" -}}
-{{- if .Values.kafka.sasl.existingSecret }}true{{ end }}
-{{- end }}
-
 {{/*
-The effective eddy config: .Values.config, plus SASL placeholders that the render-config init
-container replaces with the Secret's values.
+The effective eddy config: .Values.config (secrets come from the environment, not from here).
 */}}
 {{- define "eddy.config" -}}
-{{- $cfg := deepCopy (default dict .Values.config) }}
-{{- if include "eddy.saslFromSecret" . }}
-{{- range $table := list "kafka_consumer" "kafka_producer" }}
-{{- $t := deepCopy (default dict (get $cfg $table)) }}
-{{- $_ := set $t "sasl.username" "@@EDDY_SASL_USERNAME@@" }}
-{{- $_ := set $t "sasl.password" "@@EDDY_SASL_PASSWORD@@" }}
-{{- $_ := set $cfg $table $t }}
-{{- end }}
-{{- end }}
-{{- toYaml $cfg }}
+{{- toYaml (default dict .Values.config) }}
 {{- end }}
 
 {{/*

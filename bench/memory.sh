@@ -33,7 +33,8 @@ for n in "${sizes[@]}"; do
         left=$((left - chunk)) seed=$((seed + 1))
     done
     events=$(wc -l <"$trace")
-    kib=$("$timebin" -f %M "$eddy" replay "$trace" 2>&1 >/dev/null | tail -1)
+    # No eviction cap (default 100k open runs per partition), or larger fleets would measure it.
+    kib=$(EDDY_ENGINE__MAX_OPEN_RUNS=0 "$timebin" -f %M "$eddy" replay "$trace" 2>&1 >/dev/null | tail -1)
     slope=-
     if [[ -n $prev_runs ]]; then
         slope=$(awk -v a="$prev_kib" -v b="$kib" -v m="$prev_runs" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / (n - m)}')

@@ -8,12 +8,15 @@
 //! after removing volatile keys and normalising volatile values. Two calls that differ only by
 //! key order, a request id or a timestamp get the same canonical fingerprint.
 use super::detectors::DetectorConfig;
-use super::text::normalize_volatile;
+use super::text::normalize_volatile_cow;
 use crate::contract::Step;
+use rustc_hash::FxHasher;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeSet;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 
 pub type Fp = [u8; 32];
 
@@ -150,31 +153,93 @@ pub fn key_norm(k: &str) -> String {
         .collect()
 }
 
-/// The volatile-key rule for one tool, resolved once per step.
-pub struct Volatility {
-    keys: BTreeSet<String>,
-    redact: BTreeSet<String>,
+/// [`key_norm`] without allocating for ordinary key lengths: every key of every payload is
+/// looked up, so this runs for each of them on every step.
+fn with_key_norm<R>(k: &str, f: impl FnOnce(&str) -> R) -> R {
+    let mut buf = [0u8; 64];
+    let mut n = 0;
+    for b in k.bytes() {
+        if b.is_ascii_alphanumeric() {
+            if n == buf.len() {
+                return f(&key_norm(k));
+            }
+            buf[n] = b.to_ascii_lowercase();
+            n += 1;
+        }
+    }
+    // Only ASCII alphanumerics were copied, so this is always valid UTF-8.
+    f(std::str::from_utf8(&buf[..n]).unwrap_or(""))
+}
+
+type KeySet = HashSet<String, BuildHasherDefault<FxHasher>>;
+
+fn key_set<'a>(keys: impl IntoIterator<Item = &'a String>) -> KeySet {
+    keys.into_iter().map(|k| key_norm(k)).collect()
+}
+
+/// The volatile and redact keys of one resolved configuration, in [`key_norm`] form. Built once
+/// per configuration (the engine caches it with the resolved detector configuration) rather
+/// than per step: normalising the ~50 configured keys on every step was a fifth of the engine's
+/// time.
+#[derive(Debug, Clone, Default)]
+pub struct KeySets {
+    volatile: KeySet,
+    redact: KeySet,
+    /// Tools with volatile keys of their own: the global keys plus theirs.
+    per_tool: HashMap<String, KeySet, BuildHasherDefault<FxHasher>>,
     suffixes: bool,
     values: bool,
 }
 
-impl Volatility {
-    pub fn new(cfg: &FingerprintConfig, tool_keys: &[String]) -> Self {
+impl KeySets {
+    pub fn new(cfg: &DetectorConfig) -> Self {
+        let fp = &cfg.fingerprint;
+        let per_tool = cfg
+            .tools
+            .iter()
+            .filter(|(_, p)| !p.volatile_keys.is_empty())
+            .map(|(t, p)| {
+                (
+                    t.clone(),
+                    key_set(fp.volatile_keys.iter().chain(&p.volatile_keys)),
+                )
+            })
+            .collect();
         Self {
-            keys: cfg
-                .volatile_keys
-                .iter()
-                .chain(tool_keys)
-                .map(|k| key_norm(k))
-                .collect(),
-            redact: cfg.redact_keys.iter().map(|k| key_norm(k)).collect(),
-            suffixes: cfg.volatile_key_suffixes,
-            values: cfg.normalize_values,
+            volatile: key_set(&fp.volatile_keys),
+            redact: key_set(&fp.redact_keys),
+            per_tool,
+            suffixes: fp.volatile_key_suffixes,
+            values: fp.normalize_values,
         }
     }
 
-    fn is_volatile_key(&self, k: &str) -> bool {
-        if self.keys.contains(&key_norm(k)) {
+    /// The rule for one step's tool.
+    pub fn volatility(&self, tool: Option<&str>) -> Volatility<'_> {
+        let keys = tool
+            .and_then(|t| self.per_tool.get(t))
+            .unwrap_or(&self.volatile);
+        Volatility {
+            keys,
+            redact: &self.redact,
+            suffixes: self.suffixes,
+            values: self.values,
+        }
+    }
+}
+
+/// The volatile-key rule for one tool: borrowed from [`KeySets`], nothing built per step.
+pub struct Volatility<'a> {
+    keys: &'a KeySet,
+    redact: &'a KeySet,
+    suffixes: bool,
+    values: bool,
+}
+
+impl Volatility<'_> {
+    /// `norm` is `key_norm(k)`.
+    fn is_volatile_key(&self, k: &str, norm: &str) -> bool {
+        if self.keys.contains(norm) {
             return true;
         }
         if !self.suffixes {
@@ -185,16 +250,16 @@ impl Volatility {
         // `created_at` / `sentAt` (a lowercase letter before `At`) / `...timestamp`.
         (n > 3 && k.ends_with("_at"))
             || (n > 2 && k.ends_with("At") && b[n - 3].is_ascii_lowercase())
-            || (n > 9 && key_norm(k).ends_with("timestamp"))
+            || (n > 9 && norm.ends_with("timestamp"))
     }
 
     /// An HTTP response dump (`curl -i`, a raw client log): the values of volatile header
     /// lines (the volatile keys, with or without an `x-` prefix, plus headers that change on
     /// every response: date, age, etag, timings, CDN ids) are blanked; the status line and the
     /// body are kept.
-    fn http_headers<'s>(&self, s: &'s str) -> std::borrow::Cow<'s, str> {
+    fn http_headers<'s>(&self, s: &'s str) -> Cow<'s, str> {
         if !s.trim_start().starts_with("HTTP/") {
-            return std::borrow::Cow::Borrowed(s);
+            return Cow::Borrowed(s);
         }
         let mut out = String::with_capacity(s.len());
         let mut in_headers = true;
@@ -226,30 +291,58 @@ impl Volatility {
             }
             out.push_str(line);
         }
-        std::borrow::Cow::Owned(out)
+        Cow::Owned(out)
     }
 
     /// The normalised value: volatile keys removed at every depth, strings normalised, numbers
     /// in one form. Keys are sorted on output by [`write_canonical`].
     pub fn normalize(&self, v: &Value) -> Value {
+        let mut v = v.clone();
+        self.normalize_in_place(&mut v);
+        v
+    }
+
+    /// [`Volatility::normalize`] on a value the caller owns: the parsed payload is edited
+    /// where it lies instead of being copied node by node.
+    pub fn normalize_in_place(&self, v: &mut Value) {
         match v {
             Value::Object(m) => {
-                let mut out = Map::new();
-                for (k, x) in m {
-                    if self.redact.contains(&key_norm(k)) {
-                        out.insert(k.clone(), Value::String(REDACTED.into()));
-                    } else if !self.is_volatile_key(k) {
-                        out.insert(k.clone(), self.normalize(x));
-                    }
+                // Most objects lose no key: edit them in one pass and rebuild only those that do.
+                let mut drop = false;
+                for (k, x) in m.iter_mut() {
+                    with_key_norm(k, |norm| {
+                        if self.redact.contains(norm) {
+                            *x = Value::String(REDACTED.into());
+                        } else if self.is_volatile_key(k, norm) {
+                            drop = true;
+                        } else {
+                            self.normalize_in_place(x);
+                        }
+                    });
                 }
-                Value::Object(out)
+                if drop {
+                    m.retain(|k, _| {
+                        with_key_norm(k, |norm| {
+                            self.redact.contains(norm) || !self.is_volatile_key(k, norm)
+                        })
+                    });
+                }
             }
-            Value::Array(a) => Value::Array(a.iter().map(|x| self.normalize(x)).collect()),
+            Value::Array(a) => a.iter_mut().for_each(|x| self.normalize_in_place(x)),
             Value::String(s) if self.values => {
-                Value::String(normalize_volatile(&self.http_headers(s)))
+                let changed = match self.http_headers(s) {
+                    Cow::Borrowed(b) => match normalize_volatile_cow(b) {
+                        Cow::Borrowed(_) => None,
+                        Cow::Owned(o) => Some(o),
+                    },
+                    Cow::Owned(h) => Some(normalize_volatile_cow(&h).into_owned()),
+                };
+                if let Some(c) = changed {
+                    *s = c;
+                }
             }
-            Value::Number(n) => Value::Number(normalize_number(n)),
-            other => other.clone(),
+            Value::Number(n) => *n = normalize_number(n),
+            _ => {}
         }
     }
 }
@@ -268,21 +361,33 @@ fn normalize_number(n: &serde_json::Number) -> serde_json::Number {
 
 /// RFC 8785-style serialisation: object keys sorted by code point at every depth, no
 /// whitespace, strings escaped the way serde_json does. Sorting is explicit so the result does
-/// not depend on serde_json's `preserve_order` feature being off in the build.
+/// not depend on serde_json's `preserve_order` feature being off in the build; without it the
+/// keys already come sorted and are written as they come.
 pub fn write_canonical(v: &Value, out: &mut String) {
     match v {
         Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
             out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
+            let mut first = true;
+            let mut entry = |k: &str, x: &Value, out: &mut String| {
+                if !first {
                     out.push(',');
                 }
+                first = false;
                 write_string(k, out);
                 out.push(':');
-                if let Some(x) = m.get(k) {
-                    write_canonical(x, out);
+                write_canonical(x, out);
+            };
+            if m.keys().zip(m.keys().skip(1)).all(|(a, b)| a <= b) {
+                for (k, x) in m {
+                    entry(k, x, out);
+                }
+            } else {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                for k in keys {
+                    if let Some(x) = m.get(k) {
+                        entry(k, x, out);
+                    }
                 }
             }
             out.push('}');
@@ -298,18 +403,47 @@ pub fn write_canonical(v: &Value, out: &mut String) {
             out.push(']');
         }
         Value::String(s) => write_string(s, out),
-        Value::Number(n) => out.push_str(&normalize_number(n).to_string()),
+        Value::Number(n) => {
+            use std::fmt::Write;
+            // Writing to a String cannot fail.
+            let _ = write!(out, "{}", normalize_number(n));
+        }
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Null => out.push_str("null"),
     }
 }
 
+/// A JSON string exactly as serde_json writes it: `"` and `\` escaped, control characters as
+/// `\b \t \n \f \r` or `\u00xx` (lowercase hex), everything else (non-ASCII included) as is.
 fn write_string(s: &str, out: &mut String) {
-    match serde_json::to_string(s) {
-        Ok(j) => out.push_str(&j),
-        // Serialising a &str cannot fail; fall back to a lossless debug form just in case.
-        Err(_) => out.push_str(&format!("{s:?}")),
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    let mut start = 0;
+    for (i, &c) in s.as_bytes().iter().enumerate() {
+        let esc: &str = match c {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        // Escaped bytes are ASCII, so `i` is a character boundary.
+        out.push_str(&s[start..i]);
+        start = i + 1;
+        if esc.is_empty() {
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(c >> 4)]));
+            out.push(char::from(HEX[usize::from(c & 0xf)]));
+        } else {
+            out.push_str(esc);
+        }
     }
+    out.push_str(&s[start..]);
+    out.push('"');
 }
 
 pub fn canonical_string(v: &Value) -> String {
@@ -385,24 +519,37 @@ fn parse_bounded(raw: Option<&serde_json::value::RawValue>, max: usize) -> Optio
 }
 
 impl Canonical {
+    /// For one-off use (tests, tools): builds the key sets of `cfg` first. The engine keeps
+    /// them per resolved configuration and calls [`Canonical::compute_with`].
     pub fn compute(step: &Step, cfg: &DetectorConfig) -> Self {
+        Self::compute_with(step, cfg, &KeySets::new(cfg))
+    }
+
+    /// `keys` must be `KeySets::new(cfg)`.
+    pub fn compute_with(step: &Step, cfg: &DetectorConfig, keys: &KeySets) -> Self {
         let raw = step
             .tool_name
             .as_deref()
             .map(|name| keelwave_raw(name, step.tool_input.as_ref().map(|r| r.get())));
-        let tool_keys: &[String] = step
-            .tool_name
-            .as_deref()
-            .and_then(|t| cfg.tools.get(t))
-            .map_or(&[], |p| p.volatile_keys.as_slice());
-        let vol = Volatility::new(&cfg.fingerprint, tool_keys);
+        let vol = keys.volatility(step.tool_name.as_deref());
         let max = cfg.fingerprint.max_field_bytes;
-        let input = parse_bounded(step.tool_input.as_deref(), max)
-            .unwrap_or_else(|| vol.normalize(&parse_raw(step.tool_input.as_deref())));
-        let output = parse_bounded(step.tool_output.as_deref(), max)
-            .unwrap_or_else(|| vol.normalize(&parse_raw(step.tool_output.as_deref())));
-        let input_text = canonical_string(&input);
-        let output_text = canonical_string(&output);
+        let field = |raw: Option<&serde_json::value::RawValue>| {
+            parse_bounded(raw, max).unwrap_or_else(|| {
+                let mut v = parse_raw(raw);
+                vol.normalize_in_place(&mut v);
+                v
+            })
+        };
+        let input = field(step.tool_input.as_deref());
+        let output = field(step.tool_output.as_deref());
+        let text = |v: &Value, raw: Option<&serde_json::value::RawValue>| {
+            // The canonical form is about as long as the payload: size it once.
+            let mut s = String::with_capacity(raw.map_or(8, |r| r.get().len() + 8));
+            write_canonical(v, &mut s);
+            s
+        };
+        let input_text = text(&input, step.tool_input.as_deref());
+        let output_text = text(&output, step.tool_output.as_deref());
         let (ci, co) = match step.tool_name.as_deref() {
             Some(t) => (
                 Some(canonical_input_fp(t, &input_text)),
@@ -505,8 +652,24 @@ mod tests {
 
     fn canon(json: &str) -> String {
         let v: Value = serde_json::from_str(json).unwrap();
-        let vol = Volatility::new(&FingerprintConfig::default(), &[]);
-        canonical_string(&vol.normalize(&v))
+        let keys = KeySets::new(&DetectorConfig::default());
+        canonical_string(&keys.volatility(None).normalize(&v))
+    }
+
+    #[test]
+    fn strings_are_escaped_like_serde_json() {
+        let mut cases: Vec<String> = (0u32..0x80)
+            .filter_map(char::from_u32)
+            .map(|c| format!("a{c}b"))
+            .collect();
+        cases.extend(
+            ["", "caf\u{e9} \u{1f600} \u{2028}", "\"\\\u{7f}\u{0}\u{1f}"].map(String::from),
+        );
+        for c in cases {
+            let mut out = String::new();
+            write_string(&c, &mut out);
+            assert_eq!(out, serde_json::to_string(&c).unwrap(), "{c:?}");
+        }
     }
 
     #[test]

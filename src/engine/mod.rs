@@ -18,9 +18,14 @@ use crate::contract::{Event, OutputEvent, RunKey, RunTerminated, Signal, Step};
 pub use config::EngineConfig;
 pub use fingerprint::{Canonical, StepFingerprints};
 pub use run::RunState;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
+
+/// A run's key, shared by the run map and the idle/eviction/dirty indexes: updating them on
+/// every event then clones a pointer instead of two strings.
+type SharedKey = Arc<RunKey>;
 
 /// What happened to one input event; the sink stage uses it to build rows.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +33,8 @@ pub enum Outcome {
     /// A step that was new to its run.
     Step(StepFingerprints),
     /// A step whose (project_id, run_id, step_index) was already seen: ignored by detectors.
+    /// Its fingerprints are not computed (left empty): the seen-steps check comes first so a
+    /// redelivery storm costs no parsing or hashing.
     Redelivery(StepFingerprints),
     /// A lifecycle event (run_started / run_finished) that was applied.
     Lifecycle,
@@ -59,21 +66,24 @@ pub struct PartitionMeta {
 
 pub struct PartitionEngine {
     cfg: Arc<EngineConfig>,
-    runs: HashMap<RunKey, RunState>,
+    /// Boxed: the table then holds pointers, not ~1 KB states with a quarter of its slots empty.
+    runs: FxHashMap<SharedKey, Box<RunState>>,
     /// (last event ts, run) for the idle-timeout sweep, so a sweep costs O(expired) not O(runs).
-    idle: BTreeSet<(i64, RunKey)>,
+    idle: BTreeSet<(i64, SharedKey)>,
     /// (last event seq, run): eviction order when `max_open_runs` is reached.
-    lru: BTreeSet<(u64, RunKey)>,
+    lru: BTreeSet<(u64, SharedKey)>,
     meta: PartitionMeta,
-    ended_set: HashSet<RunKey>,
+    ended_set: FxHashSet<RunKey>,
     /// Runs changed since the last `take_dirty` (for the changelog); `None` state = ended.
-    dirty: HashSet<RunKey>,
+    dirty: FxHashSet<SharedKey>,
     /// Ended runs that fell out of the remembered window since the last `take_changes`.
     forgotten: Vec<RunKey>,
     findings: Vec<detectors::Finding>,
     /// Detector configuration per (project, agent) with overrides applied; a cache only (not
     /// persisted), rebuilt on demand from the immutable config.
-    resolved: HashMap<(String, Option<String>), Arc<detectors::DetectorConfig>>,
+    resolved: FxHashMap<(String, Option<String>), Arc<detectors::Resolved>>,
+    /// The resolved configuration when there are no overrides (then every run shares it).
+    resolved_default: Option<Arc<detectors::Resolved>>,
     /// Whether runs accumulate per-minute rollups (the worker's sink wants them; replay not).
     rollups: bool,
     /// Minutes closed since the last `take_rollups`, in the order the events closed them.
@@ -94,15 +104,16 @@ impl PartitionEngine {
     pub fn new(cfg: Arc<EngineConfig>) -> Self {
         Self {
             cfg,
-            runs: HashMap::new(),
+            runs: FxHashMap::default(),
             idle: BTreeSet::new(),
             lru: BTreeSet::new(),
             meta: PartitionMeta::default(),
-            ended_set: HashSet::new(),
-            dirty: HashSet::new(),
+            ended_set: FxHashSet::default(),
+            dirty: FxHashSet::default(),
             forgotten: Vec::new(),
             findings: Vec::new(),
-            resolved: HashMap::new(),
+            resolved: FxHashMap::default(),
+            resolved_default: None,
             rollups: false,
             closed: Vec::new(),
         }
@@ -130,7 +141,7 @@ impl PartitionEngine {
 
     /// Open runs and their state, for tests and diagnostics (order unspecified).
     pub fn runs(&self) -> impl Iterator<Item = (&RunKey, &RunState)> {
-        self.runs.iter()
+        self.runs.iter().map(|(k, s)| (&**k, &**s))
     }
 
     /// Ended runs remembered (bounded by `ended_runs_remembered`).
@@ -169,6 +180,7 @@ impl PartitionEngine {
             };
             if let Some(mut state) = self.runs.remove(&key) {
                 self.idle.remove(&(state.last_ts, key.clone()));
+                let key = unshare(key);
                 let end = run::End::Evicted {
                     at_ms: state.last_ts,
                 };
@@ -188,22 +200,25 @@ impl PartitionEngine {
         if fresh {
             self.make_room(out);
         }
-        let state = match self.runs.get_mut(key) {
-            Some(s) => {
-                self.idle.remove(&(s.last_ts, key.clone()));
-                self.lru.remove(&(s.last_seq, key.clone()));
-                s
+        let shared = match self.runs.get_key_value(key) {
+            Some((k, s)) => {
+                let k = k.clone();
+                self.idle.remove(&(s.last_ts, k.clone()));
+                self.lru.remove(&(s.last_seq, k.clone()));
+                k
             }
-            None => self
-                .runs
-                .entry(key.clone())
-                .or_insert_with(|| RunState::new(ts)),
+            None => {
+                let k = Arc::new(key.clone());
+                self.runs.insert(k.clone(), Box::new(RunState::new(ts)));
+                k
+            }
         };
+        let state = self.runs.get_mut(key).expect("run state inserted above");
         state.touch(ts);
         state.last_seq = seq;
-        self.idle.insert((state.last_ts, key.clone()));
-        self.lru.insert((seq, key.clone()));
-        self.dirty.insert(key.clone());
+        self.idle.insert((state.last_ts, shared.clone()));
+        self.lru.insert((seq, shared.clone()));
+        self.dirty.insert(shared.clone());
         if self.rollups {
             if fresh {
                 rollup::start(state, ts);
@@ -217,24 +232,26 @@ impl PartitionEngine {
                 Outcome::Lifecycle
             }
             Event::Step(step) => {
-                let dcfg = resolve(
+                if !state.seen.insert(step.step_index) {
+                    state.redeliveries += 1;
+                    return Outcome::Redelivery(StepFingerprints::default());
+                }
+                let resolved = resolve(
                     &mut self.resolved,
+                    &mut self.resolved_default,
                     &self.cfg,
                     &key.project_id,
                     state.agent_name.as_deref().or(step.agent.as_deref()),
                 );
-                let canon = Canonical::compute(step, &dcfg);
-                if !state.seen.insert(step.step_index) {
-                    state.redeliveries += 1;
-                    return Outcome::Redelivery(canon.fps);
-                }
+                let dcfg = &resolved.cfg;
+                let canon = Canonical::compute_with(step, dcfg, &resolved.keys);
                 state.seen.bound(self.cfg.max_seen_ranges);
                 state.on_step(step);
                 let was_caught = state.loop_detected;
                 self.findings.clear();
                 state
                     .detectors
-                    .on_step(&dcfg, step, &canon, &mut self.findings);
+                    .on_step(dcfg, step, &canon, &mut self.findings);
                 for f in self.findings.drain(..) {
                     let sig = build_signal(key, state, step, f);
                     out.push(OutputEvent::signal(sig));
@@ -246,8 +263,8 @@ impl PartitionEngine {
             }
             Event::RunFinished(e) => {
                 let mut state = self.runs.remove(key).expect("run state inserted above");
-                self.idle.remove(&(state.last_ts, key.clone()));
-                self.lru.remove(&(state.last_seq, key.clone()));
+                self.idle.remove(&(state.last_ts, shared.clone()));
+                self.lru.remove(&(state.last_seq, shared));
                 let end = run::End::Finished(e);
                 self.close_minute(key, &mut state, &end);
                 out.push(OutputEvent::RunTerminated(terminated(key, &state, end)));
@@ -318,6 +335,7 @@ impl PartitionEngine {
             };
             if let Some(mut state) = self.runs.remove(&key) {
                 self.lru.remove(&(state.last_seq, key.clone()));
+                let key = unshare(key);
                 let end = run::End::Idle {
                     at_ms: last_ts.saturating_add(timeout),
                 };
@@ -359,7 +377,7 @@ impl PartitionEngine {
     }
 
     fn mark_ended(&mut self, key: RunKey) {
-        self.dirty.insert(key.clone());
+        self.dirty.insert(Arc::new(key.clone()));
         if self.ended_set.insert(key.clone()) {
             self.meta.ended.push_back(key);
         }
@@ -375,7 +393,7 @@ impl PartitionEngine {
     /// Changes since the last call, for the changelog: at most one per run per flush, however
     /// many events it saw, in a deterministic order.
     pub fn take_changes(&mut self) -> Vec<Change<'_>> {
-        let mut keys: Vec<RunKey> = self.dirty.drain().collect();
+        let mut keys: Vec<RunKey> = self.dirty.drain().map(unshare).collect();
         keys.sort();
         let mut out: Vec<Change<'_>> = keys
             .into_iter()
@@ -411,9 +429,10 @@ impl PartitionEngine {
             if self.ended_set.contains(&k) {
                 continue;
             }
+            let k = Arc::new(k);
             self.idle.insert((s.last_ts, k.clone()));
             self.lru.insert((s.last_seq, k.clone()));
-            self.runs.insert(k, s);
+            self.runs.insert(k, Box::new(s));
         }
     }
 }
@@ -422,29 +441,36 @@ impl PartitionEngine {
 /// override that does not deserialise falls back to the engine's configuration (call
 /// `DetectorConfig::validate` at start-up to reject it instead).
 fn resolve(
-    cache: &mut HashMap<(String, Option<String>), Arc<detectors::DetectorConfig>>,
+    cache: &mut FxHashMap<(String, Option<String>), Arc<detectors::Resolved>>,
+    default: &mut Option<Arc<detectors::Resolved>>,
     cfg: &EngineConfig,
     project: &str,
     agent: Option<&str>,
-) -> Arc<detectors::DetectorConfig> {
-    let k = if cfg.detectors.overrides.is_empty() {
-        (String::new(), None)
-    } else {
-        (project.to_string(), agent.map(str::to_string))
-    };
+) -> Arc<detectors::Resolved> {
+    if cfg.detectors.overrides.is_empty() {
+        return default
+            .get_or_insert_with(|| Arc::new(detectors::Resolved::new(cfg.detectors.clone())))
+            .clone();
+    }
+    let k = (project.to_string(), agent.map(str::to_string));
     if let Some(c) = cache.get(&k) {
         return c.clone();
     }
     if cache.len() >= 4096 {
         cache.clear();
     }
-    let c = Arc::new(
+    let c = Arc::new(detectors::Resolved::new(
         cfg.detectors
             .resolve(project, agent)
             .unwrap_or_else(|_| cfg.detectors.clone()),
-    );
+    ));
     cache.insert(k, c.clone());
     c
+}
+
+/// The key out of its shared pointer, copied only if an index still holds it.
+fn unshare(k: SharedKey) -> RunKey {
+    Arc::try_unwrap(k).unwrap_or_else(|k| (*k).clone())
 }
 
 fn build_signal(key: &RunKey, state: &mut RunState, step: &Step, f: detectors::Finding) -> Signal {

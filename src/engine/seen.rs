@@ -36,7 +36,13 @@ impl SeenSteps {
             }
             (true, false) => self.ranges[pos].1 = end,
             (false, true) => self.ranges[merge_right_idx].0 = i,
-            (false, false) => self.ranges.insert(pos, (i, end)),
+            (false, false) => {
+                // Nearly every run is one range: do not let the first push reserve four.
+                if self.ranges.len() == self.ranges.capacity() {
+                    self.ranges.reserve_exact((self.ranges.len() / 2).max(1));
+                }
+                self.ranges.insert(pos, (i, end))
+            }
         }
         true
     }

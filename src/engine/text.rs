@@ -10,8 +10,13 @@ use sha2::{Digest, Sha256};
 /// UUIDs, ISO-8601 date-times, wall-clock times, long hex ids, epoch timestamps and measured
 /// durations (`0.532s`). Works on whole strings and on tokens embedded in prose alike.
 pub fn normalize_volatile(s: &str) -> String {
+    normalize_volatile_cow(s).into_owned()
+}
+
+/// [`normalize_volatile`], borrowing when nothing changed (most strings): no copy of them.
+pub fn normalize_volatile_cow(s: &str) -> std::borrow::Cow<'_, str> {
     let b = s.as_bytes();
-    let mut out = String::with_capacity(s.len());
+    let mut out = String::new();
     let mut i = 0;
     let mut last = 0;
     while i < b.len() {
@@ -19,6 +24,9 @@ pub fn normalize_volatile(s: &str) -> String {
         let at_boundary = i == 0 || !b[i - 1].is_ascii_alphanumeric();
         if at_boundary && b[i].is_ascii_alphanumeric() {
             if let Some((len, repl)) = match_volatile(&b[i..]) {
+                if out.is_empty() {
+                    out.reserve(s.len());
+                }
                 out.push_str(&s[last..i]);
                 out.push_str(repl);
                 i += len;
@@ -29,10 +37,10 @@ pub fn normalize_volatile(s: &str) -> String {
         i += 1;
     }
     if last == 0 {
-        return s.to_string();
+        return std::borrow::Cow::Borrowed(s);
     }
     out.push_str(&s[last..]);
-    out
+    std::borrow::Cow::Owned(out)
 }
 
 fn is_hex(c: u8) -> bool {
@@ -173,46 +181,178 @@ fn time_tail(b: &[u8]) -> usize {
 /// never reads as the word `auth`, and `"failed":0` yields `failed` only as a key, which failure
 /// classification never looks at (it reads error fields, not keys).
 pub fn words(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for raw in s.split(|c: char| {
-        c.is_whitespace()
-            || matches!(
-                c,
-                ',' | ';'
-                    | ':'
-                    | '('
-                    | ')'
-                    | '['
-                    | ']'
-                    | '{'
-                    | '}'
-                    | '<'
-                    | '>'
-                    | '"'
-                    | '\''
-                    | '`'
-                    | '='
-                    | '|'
-                    | '!'
-                    | '?'
-                    | '*'
-                    | '#'
-                    | '\\'
-                    | '&'
-                    | '+'
-                    | '~'
-                    | '^'
-                    | '$'
-                    | '%'
-                    | '@'
-            )
-    }) {
-        let t = raw.trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/'));
-        if !t.is_empty() {
-            out.push(t.to_lowercase());
-        }
+    Words::of(s).iter().map(str::to_string).collect()
+}
+
+fn is_word_break(c: char) -> bool {
+    c.is_whitespace() || is_word_punct(c)
+}
+
+const fn is_word_punct(c: char) -> bool {
+    matches!(
+        c,
+        ',' | ';'
+            | ':'
+            | '('
+            | ')'
+            | '['
+            | ']'
+            | '{'
+            | '}'
+            | '<'
+            | '>'
+            | '"'
+            | '\''
+            | '`'
+            | '='
+            | '|'
+            | '!'
+            | '?'
+            | '*'
+            | '#'
+            | '\\'
+            | '&'
+            | '+'
+            | '~'
+            | '^'
+            | '$'
+            | '%'
+            | '@'
+    )
+}
+
+/// [`is_word_break`] for each ASCII byte.
+const ASCII_BREAK: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 128 {
+        // `char::is_whitespace` on ASCII: tab, LF, VT, FF, CR and space.
+        t[i] = matches!(i, 0x09..=0x0d | 0x20) || is_word_punct(i as u8 as char);
+        i += 1;
     }
-    out
+    t
+};
+
+/// The tokens of [`words`] in one buffer: detectors tokenise several texts per step, and one
+/// allocation per token was a large share of their time.
+#[derive(Debug, Default)]
+pub struct Words {
+    buf: String,
+    spans: Vec<(usize, usize)>,
+}
+
+impl Words {
+    pub fn of(s: &str) -> Self {
+        let mut w = Self {
+            buf: String::with_capacity(s.len()),
+            spans: Vec::with_capacity(s.len() / 6 + 1),
+        };
+        if s.is_ascii() {
+            // Same tokens as below, byte by byte: for ASCII text `is_word_break` and the
+            // lowercasing are per byte.
+            let b = s.as_bytes();
+            let mut i = 0;
+            while i < b.len() {
+                while i < b.len() && ASCII_BREAK[usize::from(b[i])] {
+                    i += 1;
+                }
+                let start = i;
+                while i < b.len() && !ASCII_BREAK[usize::from(b[i])] {
+                    i += 1;
+                }
+                let t = s[start..i].trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/'));
+                if !t.is_empty() {
+                    let at = w.buf.len();
+                    w.buf
+                        .extend(t.bytes().map(|c| char::from(c.to_ascii_lowercase())));
+                    w.spans.push((at, w.buf.len()));
+                }
+            }
+            return w;
+        }
+        for raw in s.split(is_word_break) {
+            let t = raw.trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/'));
+            if t.is_empty() {
+                continue;
+            }
+            let start = w.buf.len();
+            w.buf.push_str(&t.to_lowercase());
+            w.spans.push((start, w.buf.len()));
+        }
+        w
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> Option<&str> {
+        self.spans.get(i).map(|&(a, b)| &self.buf[a..b])
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        self.spans.iter().map(|&(a, b)| &self.buf[a..b])
+    }
+
+    /// Whether `phrase` occurs as a contiguous word sequence.
+    pub fn has_phrase(&self, phrase: &[&str]) -> bool {
+        let n = phrase.len();
+        if n == 0 || self.len() < n {
+            return false;
+        }
+        (0..=self.len() - n).any(|i| {
+            phrase
+                .iter()
+                .enumerate()
+                .all(|(j, p)| self.get(i + j) == Some(*p))
+        })
+    }
+
+    /// Whether the space-separated `phrase` occurs word by word.
+    pub fn has_phrase_str(&self, phrase: &str) -> bool {
+        // Called for every configured phrase on every failure: a short ASCII phrase is
+        // compared in place (lowercased byte by byte) instead of being tokenised into a copy.
+        let mut parts = [""; 16];
+        let mut n = 0;
+        let mut fits = phrase.is_ascii();
+        for raw in phrase.split(is_word_break) {
+            let t = raw.trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/'));
+            if t.is_empty() || !fits {
+                continue;
+            }
+            if n == parts.len() {
+                fits = false;
+                continue;
+            }
+            parts[n] = t;
+            n += 1;
+        }
+        if !fits {
+            let p = Words::of(phrase);
+            let refs: Vec<&str> = p.iter().collect();
+            return self.has_phrase(&refs);
+        }
+        if n == 0 || self.len() < n {
+            return false;
+        }
+        let eq = |tok: &str, p: &str| {
+            tok.len() == p.len()
+                && tok
+                    .bytes()
+                    .zip(p.bytes())
+                    .all(|(a, b)| a == b.to_ascii_lowercase())
+        };
+        (0..=self.len() - n).any(|i| {
+            parts[..n]
+                .iter()
+                .enumerate()
+                .all(|(j, p)| self.get(i + j).is_some_and(|t| eq(t, p)))
+        })
+    }
 }
 
 /// Whether `phrase` occurs in `tokens` as a contiguous word sequence.
@@ -232,9 +372,15 @@ pub fn has_phrase_str(tokens: &[String], phrase: &str) -> bool {
     has_phrase(tokens, &refs)
 }
 
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// 64-bit FNV-1a: stable across platforms and Rust versions (unlike `DefaultHasher`).
 pub fn fnv64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv64_from(FNV_OFFSET, bytes)
+}
+
+/// FNV-1a continued from state `h`: `fnv64_from(fnv64(a), b) == fnv64(a ++ b)`.
+fn fnv64_from(mut h: u64, bytes: &[u8]) -> u64 {
     for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);
@@ -254,9 +400,13 @@ pub const MINHASH_K: usize = 32;
 /// MinHash signature of a feature set. Empty sets get an all-`u32::MAX` signature, which
 /// compares equal only to another empty set.
 pub fn minhash<'a>(features: impl IntoIterator<Item = &'a str>) -> Vec<u32> {
+    minhash_of(features.into_iter().map(|f| fnv64(f.as_bytes())))
+}
+
+/// [`minhash`] of features given by their [`fnv64`].
+pub fn minhash_of(hashes: impl IntoIterator<Item = u64>) -> Vec<u32> {
     let mut sig = vec![u32::MAX; MINHASH_K];
-    for f in features {
-        let base = fnv64(f.as_bytes());
+    for base in hashes {
         for (k, slot) in sig.iter_mut().enumerate() {
             let h = (mix(base ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> 32) as u32;
             if h < *slot {
@@ -276,12 +426,53 @@ pub fn similarity(a: &[u32], b: &[u32]) -> f64 {
     same as f64 / a.len() as f64
 }
 
-const STOPWORDS: &[&str] = &[
-    "a", "an", "the", "of", "in", "on", "for", "to", "and", "or", "is", "are", "be", "with", "by",
-    "at", "from", "this", "that", "it", "as", "please", "me", "my", "i", "you", "we", "can",
-    "could", "would", "should", "what", "which", "about", "into", "current", "today", "now",
-    "again", "also", "just", "some", "any",
-];
+fn is_stopword(w: &str) -> bool {
+    matches!(
+        w,
+        "a" | "an"
+            | "the"
+            | "of"
+            | "in"
+            | "on"
+            | "for"
+            | "to"
+            | "and"
+            | "or"
+            | "is"
+            | "are"
+            | "be"
+            | "with"
+            | "by"
+            | "at"
+            | "from"
+            | "this"
+            | "that"
+            | "it"
+            | "as"
+            | "please"
+            | "me"
+            | "my"
+            | "i"
+            | "you"
+            | "we"
+            | "can"
+            | "could"
+            | "would"
+            | "should"
+            | "what"
+            | "which"
+            | "about"
+            | "into"
+            | "current"
+            | "today"
+            | "now"
+            | "again"
+            | "also"
+            | "just"
+            | "some"
+            | "any"
+    )
+}
 
 /// Light stemming so `files`/`file`, `searching`/`search` meet; deterministic and dependency-free.
 fn stem(w: &str) -> &str {
@@ -296,18 +487,61 @@ fn stem(w: &str) -> &str {
 /// Features for near-duplicate comparison of free text: content words (stopwords removed,
 /// stemmed) plus their adjacent pairs, so both vocabulary and some word order count.
 pub fn text_features(text: &str) -> Vec<String> {
-    let toks: Vec<String> = words(text)
+    let w = Words::of(text);
+    let mut f: Vec<String> = features(&w)
         .into_iter()
-        .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .map(|w| stem(&w).to_string())
+        .map(|(a, b)| {
+            if b.is_empty() {
+                a.to_string()
+            } else {
+                format!("{a} {b}")
+            }
+        })
         .collect();
-    let mut f: Vec<String> = toks.clone();
-    for w in toks.windows(2) {
-        f.push(format!("{} {}", w[0], w[1]));
-    }
     f.sort();
+    f
+}
+
+/// [`text_features`] as (word, next word or "") pairs, sorted and distinct. Tokens hold no
+/// whitespace and are never empty, so two pairs are equal exactly when their joined texts are.
+fn features(w: &Words) -> Vec<(&str, &str)> {
+    let toks: Vec<&str> = w.iter().filter(|t| !is_stopword(t)).map(stem).collect();
+    let mut f: Vec<(&str, &str)> = toks.iter().map(|t| (*t, "")).collect();
+    f.extend(toks.windows(2).map(|p| (p[0], p[1])));
+    f.sort_unstable();
     f.dedup();
     f
+}
+
+/// The number of distinct [`text_features`] of `text` and their [`minhash`] signature, without
+/// building the feature strings.
+pub fn feature_sig(text: &str) -> (usize, Vec<u32>) {
+    let h = feature_hashes(text);
+    (h.len(), minhash_of(h))
+}
+
+/// The [`fnv64`] of each distinct [`text_features`] of `text`, ordered by hash: what its
+/// [`minhash`] is computed from (`minhash_of(feature_hashes(t)) == feature_sig(t).1`). Equal
+/// lists give equal signatures.
+pub fn feature_hashes(text: &str) -> Vec<u64> {
+    let w = Words::of(text);
+    let toks: Vec<&str> = w.iter().filter(|t| !is_stopword(t)).map(stem).collect();
+    let hash = |a: &str, b: &str| {
+        let h = fnv64_from(FNV_OFFSET, a.as_bytes());
+        if b.is_empty() {
+            h
+        } else {
+            fnv64_from(fnv64_from(h, b" "), b.as_bytes())
+        }
+    };
+    let mut f: Vec<(u64, &str, &str)> = toks.iter().map(|t| (hash(t, ""), *t, "")).collect();
+    f.extend(toks.windows(2).map(|p| (hash(p[0], p[1]), p[0], p[1])));
+    // Distinct by text (as `features`), compared by hash first: cheaper than by text.
+    f.sort_unstable();
+    f.dedup();
+    // A new vector, not an in-place `into_iter` collect: that would keep this one's five
+    // times larger allocation, and the result is kept in run state.
+    f.iter().map(|(h, _, _)| *h).collect()
 }
 
 /// First 8 bytes of SHA-256 with a domain tag, as a compact state key.
@@ -325,13 +559,17 @@ pub fn key64(domain: &str, parts: &[&[u8]]) -> u64 {
 /// Collapse whitespace, lowercase and normalise volatile values: the comparison form of a
 /// message or error text.
 pub fn normalize_message(s: &str) -> String {
-    let v = normalize_volatile(s);
+    let v = normalize_volatile_cow(s);
     let mut out = String::with_capacity(v.len());
     for w in v.split_whitespace() {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.push_str(&w.to_lowercase());
+        if w.is_ascii() {
+            out.extend(w.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+        } else {
+            out.push_str(&w.to_lowercase());
+        }
     }
     out
 }
@@ -346,19 +584,21 @@ pub fn normalize_message(s: &str) -> String {
 pub fn normalize_error(s: &str) -> String {
     let s = strip_traceback_frames(s);
     let norm = normalize_message(&s);
-    let mut out: Vec<String> = Vec::new();
+    let mut out = String::with_capacity(norm.len());
     let mut prev_pid = false;
-    for tok in norm.split(' ') {
-        let t = if prev_pid && tok.chars().all(|c| c.is_ascii_digit()) && !tok.is_empty() {
-            "<pid>".to_string()
+    for (i, tok) in norm.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        if prev_pid && tok.chars().all(|c| c.is_ascii_digit()) && !tok.is_empty() {
+            out.push_str("<pid>");
         } else {
-            normalize_error_token(tok)
-        };
+            normalize_error_token(tok, &mut out);
+        }
         let bare = tok.trim_matches(|c: char| !c.is_ascii_alphanumeric());
         prev_pid = matches!(bare, "pid" | "process" | "worker");
-        out.push(t);
     }
-    out.join(" ")
+    out
 }
 
 /// Python tracebacks: keep the header and the exception lines, drop the indented frames.
@@ -397,7 +637,8 @@ const TEMP_ROOTS: &[&str] = &[
     "/dev/shm/",
 ];
 
-fn normalize_error_token(tok: &str) -> String {
+/// Appends the identity form of one token to `out`.
+fn normalize_error_token(tok: &str, out: &mut String) {
     // Temporary paths, possibly quoted or embedded (`'/tmp/tmpx/out.csv'`, `rootdir=/tmp/...`).
     for root in TEMP_ROOTS {
         if let Some(at) = tok.find(root) {
@@ -410,7 +651,11 @@ fn normalize_error_token(tok: &str) -> String {
             } else {
                 ""
             };
-            return format!("{head}<tmp>/{keep}{tail}");
+            out.push_str(head);
+            out.push_str("<tmp>/");
+            out.push_str(keep);
+            out.push_str(tail);
+            return;
         }
     }
     // Integer durations: `17s`, `345ms`, `30sec`.
@@ -421,43 +666,31 @@ fn normalize_error_token(tok: &str) -> String {
             unit,
             "ms" | "s" | "sec" | "secs" | "seconds" | "second" | "min" | "mins" | "minutes"
         ) {
-            return "<dur>".to_string();
+            out.push_str("<dur>");
+            return;
         }
     }
     // Generated ids: alphanumeric runs of 8+ mixing letters and digits several times.
-    let mut out = String::with_capacity(tok.len());
-    let mut changed = false;
-    for (is_word, part) in split_runs(tok) {
-        if is_word && looks_generated(part) {
-            out.push_str("<id>");
-            changed = true;
-        } else {
-            out.push_str(part);
-        }
-    }
-    if changed {
-        out
-    } else {
-        tok.to_string()
-    }
-}
-
-fn split_runs(s: &str) -> Vec<(bool, &str)> {
-    let mut out = Vec::new();
     let mut start = 0;
     let mut cur: Option<bool> = None;
-    for (i, c) in s.char_indices() {
+    let mut part = |is_word: bool, p: &str| {
+        out.push_str(if is_word && looks_generated(p) {
+            "<id>"
+        } else {
+            p
+        });
+    };
+    for (i, c) in tok.char_indices() {
         let w = c.is_ascii_alphanumeric();
-        if cur.is_some_and(|x| x != w) {
-            out.push((cur.unwrap_or(false), &s[start..i]));
+        if let Some(x) = cur.filter(|x| *x != w) {
+            part(x, &tok[start..i]);
             start = i;
         }
         cur = Some(w);
     }
     if let Some(w) = cur {
-        out.push((w, &s[start..]));
+        part(w, &tok[start..]);
     }
-    out
 }
 
 fn looks_generated(run: &str) -> bool {
@@ -558,5 +791,57 @@ mod tests {
         let c = minhash(["p", "q", "r"].iter().copied());
         assert!(similarity(&a, &c) < 0.3);
         assert_eq!(fnv64(b"abc"), 0xe71f_a219_0541_574b);
+    }
+
+    #[test]
+    fn ascii_fast_paths_agree_with_the_general_ones() {
+        for c in 0u8..128 {
+            assert_eq!(
+                ASCII_BREAK[usize::from(c)],
+                is_word_break(char::from(c)),
+                "{c}"
+            );
+        }
+        let ascii = "Error: Old TEXT\x0bnot found\tin x.py (see /tmp/a_b-); __init__.py -- a.b. c/";
+        let reference: Vec<String> = ascii
+            .split(is_word_break)
+            .map(|t| t.trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/')))
+            .filter(|t| !t.is_empty())
+            .map(str::to_lowercase)
+            .collect();
+        assert_eq!(words(ascii), reference);
+        let text = "Error: Old TEXT not found\tin x.py (see /tmp/a_b-); caf\u{e9}";
+        let w = Words::of(text);
+        for p in [
+            "old text not found",
+            "OLD text",
+            "x.py",
+            "caf\u{e9}",
+            "",
+            "found in x.py see",
+        ] {
+            let q = Words::of(p);
+            let refs: Vec<&str> = q.iter().collect();
+            assert_eq!(w.has_phrase_str(p), w.has_phrase(&refs), "{p}");
+        }
+    }
+
+    #[test]
+    fn feature_signatures_match_the_feature_strings() {
+        for t in [
+            "",
+            "the a of",
+            "search searching files file the files",
+            "Find the latest release notes for tokio and the latest for tokio",
+            "caf\u{e9} \u{3a3}\u{3a3} x-y auth.py auth.py",
+        ] {
+            let n = normalize_message(t);
+            let f = text_features(&n);
+            assert_eq!(
+                feature_sig(&n),
+                (f.len(), minhash(f.iter().map(String::as_str))),
+                "{t}"
+            );
+        }
     }
 }

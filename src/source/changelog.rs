@@ -1,6 +1,8 @@
 //! The state changelog: a compacted topic co-partitioned with the input.
 //!
-//! Records (JSON, versioned so a rolling upgrade can read older ones):
+//! Records (JSON, versioned so a rolling upgrade can read older ones; version 2 keeps the
+//! near-duplicate detector's MinHash inputs instead of full signatures where smaller, and reads
+//! version 1 records as they are):
 //! - key `["<project_id>","<run_id>"]`, value `{"v":1,"state":RunState}`: an open run;
 //! - same key, value `{"v":1,"ended":true}`: the run ended (late events cannot reopen it);
 //! - same key, no value (tombstone): the ended run was forgotten;
@@ -19,7 +21,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 pub const META_KEY: &[u8] = b"\"__meta__\"";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct RunRecordOut<'a> {
@@ -88,6 +90,19 @@ pub fn encode_meta(applied_offset: i64, meta: &PartitionMeta) -> Vec<u8> {
         meta: meta.clone(),
     })
     .unwrap_or_default()
+}
+
+/// A run record's value: the input offset it covers and the run's state (`None`: it ended).
+/// Reads every version up to this one.
+pub fn decode_run(value: &[u8]) -> Result<(Option<i64>, Option<RunState>), String> {
+    let rec: RunRecordIn = serde_json::from_slice(value).map_err(|e| e.to_string())?;
+    if rec.v > VERSION {
+        return Err(format!(
+            "record version {} is newer than this eddy reads ({VERSION}); roll back the upgrade or finish it",
+            rec.v
+        ));
+    }
+    Ok((rec.offset, if rec.ended { None } else { rec.state }))
 }
 
 /// What a changelog partition says.
@@ -180,15 +195,8 @@ pub fn restore_with(
                 runs.remove(&rk);
             }
             Some(p) => {
-                let rec: RunRecordIn = serde_json::from_slice(p).map_err(|e| bad(e.to_string()))?;
-                if rec.v > VERSION {
-                    return Err(bad(format!(
-                        "record version {} is newer than this eddy reads ({VERSION}); roll back the upgrade or finish it",
-                        rec.v
-                    )));
-                }
-                let state = if rec.ended { None } else { rec.state };
-                if let Some(o) = rec.offset {
+                let (offset, state) = decode_run(p).map_err(bad)?;
+                if let Some(o) = offset {
                     out.run_offsets.insert(rk.clone(), o);
                 }
                 runs.insert(rk, (msg.offset(), state));
@@ -207,4 +215,127 @@ pub fn restore_with(
     out.runs.sort_by(|a, b| a.0.cmp(&b.0));
     out.elapsed = started.elapsed();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::decode;
+    use crate::engine::{EngineConfig, PartitionEngine};
+    use std::sync::Arc;
+
+    /// A run with near-duplicate history, as the engine leaves it.
+    fn live_state() -> (RunKey, RunState) {
+        let mut e = PartitionEngine::new(Arc::new(EngineConfig::default()));
+        let mut out = Vec::new();
+        for (i, q) in [
+            "rust async runtime",
+            "tokio runtime async rust",
+            "a b c d e f g h i j k l",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let line = format!(
+                r#"{{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":{i},"step_index":{i},"step_type":"tool_call","tool_name":"web_search","tool_input":{{"q":"{q}"}},"tool_output":[],"tool_success":true}}"#
+            );
+            e.apply(&decode(line.as_bytes()).expect("valid step"), &mut out);
+        }
+        let (k, s) = e.runs().next().expect("one open run");
+        (k.clone(), s.clone())
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let (k, s) = live_state();
+        let (_, v) = encode(&Change::Upsert(k, &s), 7);
+        let (offset, back) = decode_run(&v.expect("a value")).expect("decodes");
+        assert_eq!(offset, Some(7));
+        assert_eq!(back, Some(s));
+    }
+
+    /// A version 1 record (full MinHash signatures in the near-duplicate window) still restores
+    /// during a rolling upgrade, and the run goes on detecting as before.
+    #[test]
+    fn version_1_records_are_read() {
+        let (k, s) = live_state();
+        let (_, v) = encode(&Change::Upsert(k, &s), 7);
+        let mut rec: serde_json::Value = serde_json::from_slice(&v.expect("a value")).unwrap();
+        rec["v"] = 1.into();
+        // Version 1 wrote window entries as objects and every signature in full.
+        let det = &mut rec["state"]["detectors"];
+        let as_objects = |list: &mut serde_json::Value, names: &[&str]| {
+            let Some(items) = list.as_array_mut() else {
+                panic!("a window: {list}");
+            };
+            for item in items.iter_mut() {
+                let fields = item.as_array().expect("an array entry").clone();
+                let obj: serde_json::Map<String, serde_json::Value> =
+                    names.iter().map(|n| n.to_string()).zip(fields).collect();
+                *item = obj.into();
+            }
+        };
+        as_objects(
+            &mut det["neardup"]["window"],
+            &["step", "tool", "action", "kind", "result", "sig"],
+        );
+        as_objects(
+            &mut det["repeat"]["window"],
+            &["step", "primary", "output", "repeatable", "work"],
+        );
+        as_objects(
+            &mut det["cycle"]["hist"],
+            &["step", "action", "output", "repeatable"],
+        );
+        let window = det["neardup"]["window"].as_array_mut().expect("window");
+        assert_eq!(window.len(), 3);
+        for call in window.iter_mut() {
+            if let Some(f) = call["sig"].get("f").and_then(|f| f.as_array()).cloned() {
+                let hashes: Vec<u64> = f.iter().filter_map(|h| h.as_u64()).collect();
+                call["sig"] = serde_json::json!(crate::engine::text::minhash_of(hashes));
+            }
+        }
+        assert!(window
+            .iter()
+            .all(|c| c["sig"].as_array().is_some_and(|a| a.len() == 32)));
+        let v1 = serde_json::to_vec(&rec).unwrap();
+        let (offset, back) = decode_run(&v1).expect("a version 1 record decodes");
+        assert_eq!(offset, Some(7));
+        let back = back.expect("open run");
+        assert_eq!(back.steps, s.steps);
+        // Same verdicts from here on: both states see one more paraphrase.
+        let next = |st: RunState| {
+            let mut e = PartitionEngine::new(Arc::new(EngineConfig::default()));
+            e.restore(
+                Default::default(),
+                [(
+                    RunKey {
+                        project_id: "p".into(),
+                        run_id: "r".into(),
+                    },
+                    st,
+                )],
+                [],
+            );
+            let mut out = Vec::new();
+            for (i, q) in ["async rust runtime tokio", "rust tokio async runtime"]
+                .iter()
+                .enumerate()
+            {
+                let i = i + 3;
+                let line = format!(
+                    r#"{{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":{i},"step_index":{i},"step_type":"tool_call","tool_name":"web_search","tool_input":{{"q":"{q}"}},"tool_output":[],"tool_success":true}}"#
+                );
+                e.apply(&decode(line.as_bytes()).expect("valid step"), &mut out);
+            }
+            serde_json::to_string(&out).unwrap()
+        };
+        let want = next(s);
+        assert!(want.contains("near_duplicate"), "{want}");
+        assert_eq!(next(back), want);
+        // A record from a newer eddy is refused with a clear reason.
+        rec["v"] = (VERSION + 1).into();
+        let err = decode_run(&serde_json::to_vec(&rec).unwrap()).unwrap_err();
+        assert!(err.contains("newer"), "{err}");
+    }
 }

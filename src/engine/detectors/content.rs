@@ -8,7 +8,7 @@
 //!   lines are removed.
 use super::{hex64, push_bounded, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
-use crate::engine::text::{fnv64, key64, minhash, normalize_message, similarity, text_features};
+use crate::engine::text::{feature_sig, fnv64, key64, normalize_message, similarity};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -45,13 +45,21 @@ impl Default for ContentConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Written as an array in field order (read from that or from the object of version 1
+/// records): the changelog then repeats no field names for every window entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 struct Thought {
     step: u64,
     key: u64,
     sig: Vec<u32>,
     rich: bool,
     novel_at: u64,
+}
+
+impl Serialize for Thought {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (&self.step, &self.key, &self.sig, &self.rich, &self.novel_at).serialize(s)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -119,12 +127,12 @@ impl ContentState {
         }
 
         let norm = normalize_message(content);
-        let feats = text_features(&norm);
+        let (features, sig) = feature_sig(&norm);
         let mut cur = Thought {
             step,
             key: key64("content", &[norm.as_bytes()]),
-            sig: minhash(feats.iter().map(String::as_str)),
-            rich: feats.len() >= 5,
+            sig,
+            rich: features >= 5,
             novel_at: 0,
         };
         let like = |t: &Thought| {

@@ -30,12 +30,20 @@ impl Default for CycleConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Written as an array in field order (read from that or from the object of version 1
+/// records): the changelog then repeats no field names for every window entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 struct Leg {
     step: u64,
     action: u64,
     output: u64,
     repeatable: bool,
+}
+
+impl Serialize for Leg {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (&self.step, &self.action, &self.output, &self.repeatable).serialize(s)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -66,23 +74,27 @@ impl CycleState {
             },
             max_len * (max_rounds + 1),
         );
-        let h: Vec<&Leg> = self.hist.iter().collect();
+        let h = &self.hist;
         let n = h.len();
         let mut matched = BTreeSet::new();
         for p in 2..=max_len {
             if n < 2 * p {
                 break;
             }
-            let block = &h[n - p..];
-            let acts: Vec<u64> = block.iter().map(|l| l.action).collect();
-            let distinct: BTreeSet<u64> = acts.iter().copied().collect();
-            if distinct.len() < 2 || has_smaller_period(&acts) {
+            // The last `p` actions; `max_len` is at most 8, so no allocation per step.
+            let mut block = [0u64; 8];
+            for (i, a) in block[..p].iter_mut().enumerate() {
+                *a = h[n - p + i].action;
+            }
+            let acts = &block[..p];
+            let distinct = acts.iter().any(|a| *a != acts[0]);
+            if !distinct || has_smaller_period(acts) {
                 continue;
             }
             // Matching legs walking back from the end.
             let mut run = 0;
             while run + p < n {
-                let (a, b) = (h[n - 1 - run], h[n - 1 - run - p]);
+                let (a, b) = (&h[n - 1 - run], &h[n - 1 - run - p]);
                 if a.action != b.action || a.output != b.output {
                     break;
                 }
@@ -93,7 +105,7 @@ impl CycleState {
             }
             let rounds = (run / p + 1) as u32;
             // Rotation-invariant identity: the same cycle keeps one key as it turns.
-            let mut rot: Vec<u64> = acts.clone();
+            let mut rot: Vec<u64> = acts.to_vec();
             let min_pos = (0..p)
                 .min_by_key(|i| {
                     acts[*i..]
@@ -110,15 +122,14 @@ impl CycleState {
             // A waiting cycle (poll + sleep) is mostly polls; a cycle of failing mutations
             // with one status check in it (`git rebase` / `git status` / `git rebase --abort`)
             // is not.
-            let repeatable = 2 * block.iter().filter(|l| l.repeatable).count() >= p;
+            let repeatable = 2 * (n - p..n).filter(|&i| h[i].repeatable).count() >= p;
             let levels = if repeatable {
                 cfg.repeatable
             } else {
                 cfg.normal
             };
             if let Some(sev) = self.latch.rise(key, levels.level(rounds)) {
-                let span = &h[n - run - p..];
-                let steps: Vec<u64> = span.iter().map(|l| l.step).collect();
+                let steps: Vec<u64> = (n - run - p..n).map(|i| h[i].step).collect();
                 out.push(Finding {
                     detector: "cycle",
                     severity: sev,

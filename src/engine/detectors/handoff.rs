@@ -5,7 +5,7 @@
 //! (exact after normalisation, or near-identical for short messages), so a writer↔reviewer
 //! exchange whose drafts and reviews move on stays quiet.
 use super::{hex64, push_bounded, Finding, Latch, Levels, StepView};
-use crate::engine::text::{key64, minhash, normalize_message, similarity, text_features};
+use crate::engine::text::{feature_sig, key64, normalize_message, similarity};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -34,7 +34,9 @@ impl Default for HandoffConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Written as an array in field order (read from that or from the object of version 1
+/// records): the changelog then repeats no field names for every window entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 struct Handoff {
     step: u64,
     from: u64,
@@ -42,6 +44,20 @@ struct Handoff {
     payload: u64,
     short: bool,
     sig: Vec<u32>,
+}
+
+impl Serialize for Handoff {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (
+            &self.step,
+            &self.from,
+            &self.to,
+            &self.payload,
+            &self.short,
+            &self.sig,
+        )
+            .serialize(s)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -88,7 +104,6 @@ impl HandoffState {
             return;
         }
         let text = normalize_message(&payload_text(v));
-        let feats = text_features(&text);
         let short = text.split_whitespace().count() <= cfg.short_words;
         let max_agents = cfg.max_agents.clamp(2, 8);
         let max_rounds = cfg.levels.stop.max(cfg.levels.alert).max(2) as usize;
@@ -101,7 +116,7 @@ impl HandoffState {
                 payload: key64("payload", &[text.as_bytes()]),
                 short,
                 sig: if short {
-                    minhash(feats.iter().map(String::as_str))
+                    feature_sig(&text).1
                 } else {
                     Vec::new()
                 },

@@ -2,7 +2,7 @@
 //! occurrence as its start. Kept for parity with keelwave's `/loops`, as an `info` signal only:
 //! on its own it would call every healthy poll and retry a loop, so it never decides
 //! `loop_detected` (and never corroborates other detectors).
-use super::Finding;
+use super::{Finding, VecMap};
 use crate::contract::{Severity, Step};
 use crate::engine::fingerprint::StepFingerprints;
 use serde::{Deserialize, Serialize};
@@ -32,7 +32,7 @@ pub struct KeelwaveState {
     /// First 8 bytes of the fingerprint -> first step index (16 bytes per entry instead of a
     /// 64-char hex string; a 64-bit prefix collision is negligible at 4096 entries).
     #[serde(default)]
-    first: BTreeMap<u64, u64>,
+    first: VecMap<u64, u64>,
     /// Changelog records written before `first` existed (hex keys); read, then converted.
     #[serde(default, skip_serializing)]
     first_seen: BTreeMap<String, u64>,

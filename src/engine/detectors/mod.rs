@@ -17,7 +17,7 @@ pub mod repeat;
 pub mod stall;
 pub mod view;
 
-use super::fingerprint::{Canonical, FingerprintConfig};
+use super::fingerprint::{Canonical, FingerprintConfig, KeySets};
 use crate::contract::input::TerminationReason;
 use crate::contract::{Severity, Step};
 use serde::{Deserialize, Serialize};
@@ -288,11 +288,96 @@ impl DetectorConfig {
     }
 }
 
+/// A run's detector configuration with what is derived from it once per configuration
+/// instead of once per step.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub cfg: DetectorConfig,
+    pub keys: KeySets,
+}
+
+impl Resolved {
+    pub fn new(cfg: DetectorConfig) -> Self {
+        let keys = KeySets::new(&cfg);
+        Self { cfg, keys }
+    }
+}
+
+/// A small ordered map kept as a sorted vector. Per-run maps hold a handful of entries and
+/// there are hundreds of thousands of runs: a B-tree node costs ~200 bytes however few keys it
+/// holds, this costs 16 per entry. Serialised exactly like a `BTreeMap` (a JSON object in key
+/// order), so changelog records are unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VecMap<K, V>(Vec<(K, V)>);
+
+impl<K, V> Default for VecMap<K, V> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<K: Ord + Copy, V> VecMap<K, V> {
+    fn find(&self, k: &K) -> Result<usize, usize> {
+        self.0.binary_search_by(|(x, _)| x.cmp(k))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn get(&self, k: &K) -> Option<&V> {
+        self.find(k).ok().map(|i| &self.0[i].1)
+    }
+
+    pub fn contains_key(&self, k: &K) -> bool {
+        self.find(k).is_ok()
+    }
+
+    pub fn insert(&mut self, k: K, v: V) -> Option<V> {
+        match self.find(&k) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, v)),
+            Err(i) => {
+                if self.0.len() == self.0.capacity() {
+                    // Grow by half rather than double: most of these stay small.
+                    self.0.reserve_exact((self.0.len() / 2).max(2));
+                }
+                self.0.insert(i, (k, v));
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, k: &K) -> Option<V> {
+        self.find(k).ok().map(|i| self.0.remove(i).1)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = K> + '_ {
+        self.0.iter().map(|(k, _)| *k)
+    }
+}
+
+impl<K: Serialize, V: Serialize> Serialize for VecMap<K, V> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+impl<'de, K: Deserialize<'de> + Ord, V: Deserialize<'de>> Deserialize<'de> for VecMap<K, V> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let m = BTreeMap::<K, V>::deserialize(d)?;
+        Ok(Self(m.into_iter().collect()))
+    }
+}
+
 /// Rising-edge bookkeeping: the highest level already reported per pattern key. A level is
 /// reported once per crossing; a pattern that falls below its floor is forgotten (re-armed).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latch {
-    fired: BTreeMap<u64, Severity>,
+    fired: VecMap<u64, Severity>,
 }
 
 impl Latch {
@@ -309,7 +394,8 @@ impl Latch {
             _ => {
                 if self.fired.len() >= Self::CAP && !self.fired.contains_key(&key) {
                     // Bounded: drop the smallest key (deterministic, order-independent).
-                    if let Some(k) = self.fired.keys().next().copied() {
+                    let smallest = self.fired.keys().next();
+                    if let Some(k) = smallest {
                         self.fired.remove(&k);
                     }
                 }
@@ -324,11 +410,21 @@ impl Latch {
     }
 
     pub fn keys(&self) -> Vec<u64> {
-        self.fired.keys().copied().collect()
+        self.fired.keys().collect()
     }
 }
 
 pub fn push_bounded<T>(q: &mut VecDeque<T>, x: T, cap: usize) {
+    // Make room first so a full window never grows past its bound, and grow by half up to
+    // the bound: there is one window per detector per open run, and doubling left up to half
+    // of each unused.
+    while cap > 0 && q.len() >= cap {
+        q.pop_front();
+    }
+    if q.len() == q.capacity() && q.len() < cap {
+        let want = (q.len() + q.len() / 2).max(4).min(cap);
+        q.reserve_exact(want.saturating_sub(q.len()));
+    }
     q.push_back(x);
     while q.len() > cap {
         q.pop_front();
@@ -354,6 +450,18 @@ pub struct Progress {
 
 impl Progress {
     const RECENT: usize = 64;
+
+    /// The counters alone (the recent sets left empty): what detectors compare against as
+    /// "before this step", without copying the sets on every step.
+    fn counters(&self) -> Progress {
+        Progress {
+            seq: self.seq,
+            novel_outputs: self.novel_outputs,
+            novel_actions: self.novel_actions,
+            recent_outputs: VecDeque::new(),
+            recent_actions: VecDeque::new(),
+        }
+    }
 
     fn observe(&mut self, v: &StepView<'_>) {
         self.seq += 1;
@@ -405,7 +513,7 @@ impl RunDetectors {
         let start = out.len();
         let v = StepView::new(cfg, step, canon);
         // Progress counters first: detectors compare against the state *including* this step.
-        let before = self.progress.clone();
+        let before = self.progress.counters();
         self.progress.observe(&v);
         self.keelwave.on_step(&cfg.keelwave, step, &canon.fps, out);
         self.budget.on_step(&cfg.budget, &v, out);

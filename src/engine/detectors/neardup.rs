@@ -4,9 +4,10 @@
 //! stagnant too: the same failure, empty results, or the same non-trivial data. Paginated
 //! reads and queries whose results change never form a cluster.
 use super::{hex64, push_bounded, FailClass, Finding, Latch, Levels, OutKind, StepView};
-use crate::engine::text::{minhash, normalize_message, similarity, text_features, words};
+use crate::engine::text::{feature_hashes, minhash_of, normalize_message, similarity, Words};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{BTreeSet, VecDeque};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,7 +43,50 @@ impl Default for NearDupConfig {
     }
 }
 
+/// What a call's MinHash signature is computed from, kept in the smaller form. Most tool
+/// arguments have one to a few features, and a window of full signatures (128 bytes each) was
+/// the largest part of a run's state; the signature is recomputed, exactly, only when a call of
+/// the same tool with a stagnant result is compared against it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+enum Sig {
+    /// The signature itself (also what records written before `Features` hold).
+    Full(Vec<u32>),
+    /// The feature hashes ([`feature_hashes`]), when there are at most [`Sig::MAX_FEATURES`].
+    Features { f: Vec<u64> },
+}
+
+impl Sig {
+    const MAX_FEATURES: usize = 8;
+
+    fn of(hashes: Vec<u64>) -> Self {
+        if hashes.len() <= Self::MAX_FEATURES {
+            Sig::Features { f: hashes }
+        } else {
+            Sig::Full(minhash_of(hashes))
+        }
+    }
+
+    fn full(&self) -> Cow<'_, [u32]> {
+        match self {
+            Sig::Full(s) => Cow::Borrowed(s),
+            Sig::Features { f } => Cow::Owned(minhash_of(f.iter().copied())),
+        }
+    }
+
+    /// [`similarity`] of the two signatures; `other_full` is `other.full()`.
+    fn similarity<'a>(&self, other: &Sig, other_full: impl FnOnce() -> &'a [u32]) -> f64 {
+        match (self, other) {
+            // The same features give the same signature: all of its slots agree.
+            (Sig::Features { f: a }, Sig::Features { f: b }) if a == b => 1.0,
+            _ => similarity(&self.full(), other_full()),
+        }
+    }
+}
+
+/// Written as an array in field order (read from that or from the object of version 1
+/// records): the changelog then repeats no field names for every window entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 struct Call {
     step: u64,
     tool: u64,
@@ -50,7 +94,21 @@ struct Call {
     kind: OutKind,
     /// Error key for failures, output key otherwise.
     result: u64,
-    sig: Vec<u32>,
+    sig: Sig,
+}
+
+impl Serialize for Call {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (
+            &self.step,
+            &self.tool,
+            &self.action,
+            &self.kind,
+            &self.result,
+            &self.sig,
+        )
+            .serialize(s)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -66,8 +124,9 @@ fn arg_text(v: &Value, out: &mut String) {
             out.push(' ');
         }
         Value::Number(n) => {
-            out.push_str(&n.to_string());
-            out.push(' ');
+            use std::fmt::Write;
+            // Writing to a String cannot fail.
+            let _ = write!(out, "{n} ");
         }
         Value::Bool(b) => out.push_str(if *b { "true " } else { "false " }),
         Value::Null => {}
@@ -98,17 +157,22 @@ impl NearDupState {
         }
         let mut text = String::new();
         arg_text(&v.canon.input, &mut text);
-        let feats = text_features(&normalize_message(&text));
+        let hashes = feature_hashes(&normalize_message(&text));
+        let features = hashes.len();
+        let sig = Sig::of(hashes);
+        // Needed only if some call of the same tool has a stagnant result too.
+        let full: std::cell::OnceCell<Vec<u32>> = std::cell::OnceCell::new();
         let cur = Call {
             step: v.step.step_index,
             tool: v.tool_key,
             action: v.action_key,
             kind: v.out_kind,
             result: v.failure.as_ref().map_or(v.output_key, |f| f.error_key),
-            sig: minhash(feats.iter().map(String::as_str)),
+            sig,
         };
         let rich = cfg.rich_data_words > 0 && cur.kind == OutKind::Data && {
-            let mut ws = words(&v.canon.output_text);
+            let w = Words::of(&v.canon.output_text);
+            let mut ws: Vec<&str> = w.iter().collect();
             ws.sort_unstable();
             ws.dedup();
             ws.len() >= cfg.rich_data_words
@@ -122,7 +186,11 @@ impl NearDupState {
                 } else {
                     cfg.similarity
                 };
-                c.tool == cur.tool && stagnant(c, &cur) && similarity(&c.sig, &cur.sig) >= min
+                c.tool == cur.tool
+                    && stagnant(c, &cur)
+                    && c.sig.similarity(&cur.sig, || {
+                        full.get_or_init(|| cur.sig.full().into_owned())
+                    }) >= min
             })
             .collect();
         let mut steps: Vec<u64> = cluster.iter().map(|c| c.step).collect();
@@ -134,7 +202,7 @@ impl NearDupState {
             .collect();
         let hits = steps.len() as u32;
         // Exact repeats are `repeated_operation`'s; this detector is about paraphrases.
-        let level = if feats.is_empty() || inputs.len() < 2 || hits < cfg.levels.floor() {
+        let level = if features == 0 || inputs.len() < 2 || hits < cfg.levels.floor() {
             None
         } else {
             cfg.levels.level(hits)

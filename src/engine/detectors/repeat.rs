@@ -41,7 +41,9 @@ impl Default for RepeatConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Written as an array in field order (read from that or from the object of version 1
+/// records): the changelog then repeats no field names for every window entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 struct Entry {
     step: u64,
     primary: u64,
@@ -50,6 +52,19 @@ struct Entry {
     /// `Progress::novel_actions` after this step.
     #[serde(default)]
     work: u64,
+}
+
+impl Serialize for Entry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (
+            &self.step,
+            &self.primary,
+            &self.output,
+            &self.repeatable,
+            &self.work,
+        )
+            .serialize(s)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -133,11 +148,23 @@ impl RepeatState {
         let hits = steps.len() as u32;
         let key = op_key(v.primary_key, v.output_key);
         // Re-arm every other pattern that has slid out of its window.
-        for k in self.latch.keys() {
-            if k == key {
-                continue;
-            }
-            let (n, rep) = self.count(k, cfg);
+        let others: Vec<u64> = self
+            .latch
+            .keys()
+            .into_iter()
+            .filter(|k| *k != key)
+            .collect();
+        // Each entry's operation key is a hash; compute them once, not once per pattern.
+        let ops: Vec<u64> = if others.is_empty() {
+            Vec::new()
+        } else {
+            self.window
+                .iter()
+                .map(|e| op_key(e.primary, e.output))
+                .collect()
+        };
+        for k in others {
+            let (n, rep) = self.count(k, &ops, cfg);
             let floor = if rep {
                 cfg.repeatable.floor()
             } else {
@@ -177,12 +204,13 @@ impl RepeatState {
         }
     }
 
-    fn count(&self, key: u64, cfg: &RepeatConfig) -> (u32, bool) {
+    /// `ops[i]` is the operation key of window entry `i`.
+    fn count(&self, key: u64, ops: &[u64], cfg: &RepeatConfig) -> (u32, bool) {
         let mut n = 0u32;
         let mut rep = false;
         let len = self.window.len();
-        for (i, e) in self.window.iter().enumerate() {
-            if op_key(e.primary, e.output) != key {
+        for (i, (e, op)) in self.window.iter().zip(ops).enumerate() {
+            if *op != key {
                 continue;
             }
             let w = if e.repeatable {

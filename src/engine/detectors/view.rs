@@ -3,7 +3,7 @@
 use super::{DetectorConfig, ToolPolicy};
 use crate::contract::Step;
 use crate::engine::fingerprint::{canonical_string, Canonical};
-use crate::engine::text::{has_phrase, has_phrase_str, key64, normalize_error, words};
+use crate::engine::text::{key64, normalize_error, Words};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -162,28 +162,55 @@ impl<'a> StepView<'a> {
     }
 }
 
-fn split_name(name: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
+/// Calls `f` with each word of a tool name (`getJobStatus` → get, Job, Status), as a slice of
+/// it: the class lists are compared ASCII-lowercased anyway ([`class_flags`]).
+fn split_name(name: &str, mut f: impl FnMut(&str)) {
+    let mut start = None;
     let mut prev_lower = false;
-    for c in name.chars() {
+    for (i, c) in name.char_indices() {
         if !c.is_ascii_alphanumeric() {
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
+            if let Some(s) = start.take() {
+                f(&name[s..i]);
             }
             prev_lower = false;
             continue;
         }
-        if c.is_ascii_uppercase() && prev_lower && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
+        if c.is_ascii_uppercase() && prev_lower {
+            if let Some(s) = start.take() {
+                f(&name[s..i]);
+            }
         }
         prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-        cur.push(c.to_ascii_lowercase());
+        start.get_or_insert(i);
     }
-    if !cur.is_empty() {
-        out.push(cur);
+    if let Some(s) = start {
+        f(&name[s..]);
     }
-    out
+}
+
+const SCROLL: u8 = 1;
+const STEP: u8 = 2;
+const POLL: u8 = 4;
+
+/// Which class lists contain `cand` once ASCII-lowercased (compared in place: no copy).
+fn class_flags(cfg: &DetectorConfig, cand: &str) -> u8 {
+    let eq = |w: &String| {
+        w.len() == cand.len()
+            && w.bytes()
+                .zip(cand.bytes())
+                .all(|(a, b)| a == b.to_ascii_lowercase())
+    };
+    let mut flags = 0;
+    if cfg.classes.scroll.iter().any(eq) {
+        flags |= SCROLL;
+    }
+    if cfg.classes.step.iter().any(eq) {
+        flags |= STEP;
+    }
+    if cfg.classes.poll.iter().any(eq) {
+        flags |= POLL;
+    }
+    flags
 }
 
 /// Repeatable tools are recognised by name (`get_job_status`, `sleep`) or by their action
@@ -194,36 +221,33 @@ fn split_name(name: &str) -> Vec<String> {
 /// waits), and the words of a short segment, but never what follows a pipe (in
 /// `ls migrations/ | tail -3`, `tail` is a filter, not a log tail).
 fn infer_class(cfg: &DetectorConfig, tool: &str, input: &Value) -> ToolClass {
-    let mut cands: Vec<String> = split_name(tool);
-    cands.push(tool.to_ascii_lowercase());
-    let short_words = |s: &str, cands: &mut Vec<String>| {
+    let mut flags = 0u8;
+    let mut cand = |c: &str| flags |= class_flags(cfg, c);
+    split_name(tool, &mut cand);
+    cand(tool);
+    let short_words = |s: &str, cand: &mut dyn FnMut(&str)| {
         if s.len() <= 60 {
-            let ws: Vec<&str> = s.split_whitespace().collect();
-            if ws.len() <= 6 {
-                cands.extend(
-                    ws.iter()
-                        .map(|w| w.trim_start_matches('-').to_ascii_lowercase()),
-                );
+            if s.split_whitespace().nth(6).is_none() {
+                s.split_whitespace()
+                    .for_each(|w| cand(w.trim_start_matches('-')));
             }
-            cands.push(s.trim().to_ascii_lowercase());
+            cand(s.trim());
         }
     };
     if let Value::Object(m) = input {
-        for k in [
-            "action",
-            "command",
-            "cmd",
-            "op",
-            "operation",
-            "method",
-            "type",
-            "kind",
-        ] {
-            let Some(Value::String(s)) = m.get(k) else {
+        // One pass over the arguments (the order of candidates does not matter).
+        for (k, v) in m {
+            let Value::String(s) = v else {
                 continue;
             };
-            if !matches!(k, "command" | "cmd") {
-                short_words(s, &mut cands);
+            if !matches!(
+                k.as_str(),
+                "action" | "command" | "cmd" | "op" | "operation" | "method" | "type" | "kind"
+            ) {
+                continue;
+            }
+            if !matches!(k.as_str(), "command" | "cmd") {
+                short_words(s, &mut cand);
                 continue;
             }
             for seg in s
@@ -233,18 +257,17 @@ fn infer_class(cfg: &DetectorConfig, tool: &str, input: &Value) -> ToolClass {
             {
                 let head = seg.split('|').next().unwrap_or(seg);
                 if let Some(prog) = head.split_whitespace().next() {
-                    cands.push(prog.rsplit('/').next().unwrap_or(prog).to_ascii_lowercase());
+                    cand(prog.rsplit('/').next().unwrap_or(prog));
                 }
-                short_words(head, &mut cands);
+                short_words(head, &mut cand);
             }
         }
     }
-    let has = |list: &[String]| cands.iter().any(|c| list.iter().any(|w| w == c));
-    if has(&cfg.classes.scroll) {
+    if flags & SCROLL != 0 {
         ToolClass::Scroll
-    } else if has(&cfg.classes.step) {
+    } else if flags & STEP != 0 {
         ToolClass::Step
-    } else if has(&cfg.classes.poll) {
+    } else if flags & POLL != 0 {
         ToolClass::Poll
     } else {
         ToolClass::Normal
@@ -282,12 +305,12 @@ pub fn reports_in_progress(output_text: &str) -> bool {
     if output_text.len() > 2000 {
         return false;
     }
-    let toks = words(output_text);
-    toks.windows(2).any(|w| {
-        let k = w[0].as_str();
+    let toks = Words::of(output_text);
+    let found = toks.iter().zip(toks.iter().skip(1)).any(|(k, v)| {
         let is_key = k.ends_with("status") || k.ends_with("state") || k == "phase" || k == "health";
-        is_key && IN_PROGRESS.contains(&w[1].as_str())
-    })
+        is_key && IN_PROGRESS.contains(&v)
+    });
+    found
 }
 
 const ERROR_FIELDS: &[&str] = &[
@@ -322,8 +345,9 @@ fn collect_text(v: &Value, out: &mut String, depth: usize) {
             out.push(' ');
         }
         Value::Number(n) => {
-            out.push_str(&n.to_string());
-            out.push(' ');
+            use std::fmt::Write;
+            // Writing to a String cannot fail.
+            let _ = write!(out, "{n} ");
         }
         Value::Bool(_) | Value::Null => {}
         Value::Array(a) => a.iter().for_each(|x| collect_text(x, out, depth + 1)),
@@ -394,9 +418,9 @@ fn is_failed(step: &Step, out: &Value) -> bool {
                 })
         }
         Value::String(s) => {
-            let first = words(s).into_iter().next().unwrap_or_default();
+            let w = Words::of(s);
             matches!(
-                first.as_str(),
+                w.get(0).unwrap_or(""),
                 "error" | "traceback" | "exception" | "fatal" | "failed" | "failure"
             )
         }
@@ -502,14 +526,14 @@ fn classify_failure(
         return None;
     }
     let text = error_text(out);
-    let toks = words(&text);
+    let toks = Words::of(&text);
     let recoverable = cfg
         .recoverable_errors
         .iter()
         .chain(policy.map_or(&[][..], |p| p.recoverable_errors.as_slice()))
-        .any(|p| has_phrase_str(&toks, p));
-    let any_word = |ws: &[&str]| toks.iter().any(|t| ws.contains(&t.as_str()));
-    let any_phrase = |ps: &[&[&str]]| ps.iter().any(|p| has_phrase(&toks, p));
+        .any(|p| toks.has_phrase_str(p));
+    let any_word = |ws: &[&str]| toks.iter().any(|t| ws.contains(&t));
+    let any_phrase = |ps: &[&[&str]]| ps.iter().any(|p| toks.has_phrase(p));
     let class = if recoverable {
         FailClass::Recoverable
     } else if any_word(RETRYABLE_WORDS) || any_phrase(RETRYABLE_PHRASES) {
@@ -585,8 +609,8 @@ fn output_kind(out: &Value) -> OutKind {
         Value::Array(a) if a.is_empty() => OutKind::Empty,
         Value::Object(m) if m.is_empty() => OutKind::Ack,
         Value::Object(m) => {
-            let arrays: Vec<&Vec<Value>> = m.values().filter_map(Value::as_array).collect();
-            if !arrays.is_empty() && arrays.iter().all(|a| a.is_empty()) {
+            let mut arrays = m.values().filter_map(Value::as_array).peekable();
+            if arrays.peek().is_some() && arrays.all(|a| a.is_empty()) {
                 return OutKind::Empty;
             }
             if m.len() <= 3

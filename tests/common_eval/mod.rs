@@ -1,0 +1,53 @@
+//! Scoring harness shared by the labeled-corpus tests (`engine_eval`, `engine_heldout`): each
+//! sets its own floors (and explains them) and adds its own checks on the returned report.
+use eddy::engine::EngineConfig;
+use eddy::eval::{evaluate, EvalReport};
+use std::path::Path;
+use std::sync::Arc;
+
+/// What a corpus must score at least (`max_delay`: at most) with default settings.
+pub struct Floors {
+    pub min_runs: usize,
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+    /// Mean steps from the start of a loop to its detection.
+    pub max_delay: f64,
+}
+
+/// Scores `tests/<corpus>` with the default configuration, prints the report and checks the
+/// floors every corpus shares: pooled precision / recall / F1, detection delay, and every loop
+/// family caught at least once (whichever detector catches it). Returns the report and its
+/// printed form (for assertion messages).
+pub fn score(corpus: &str, floors: &Floors) -> (EvalReport, String) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(corpus);
+    let report = evaluate(&dir, Arc::new(EngineConfig::default())).expect("corpus evaluates");
+    let mut text = Vec::new();
+    report.print(&mut text).expect("print");
+    let text = String::from_utf8_lossy(&text).into_owned();
+    println!("{text}");
+    assert!(report.runs.len() >= floors.min_runs, "{text}");
+    let p = &report.pooled;
+    assert!(
+        p.precision() >= floors.precision,
+        "pooled precision {:.2}\n{text}",
+        p.precision()
+    );
+    assert!(
+        p.recall() >= floors.recall,
+        "pooled recall {:.2}\n{text}",
+        p.recall()
+    );
+    assert!(p.f1() >= floors.f1, "pooled F1 {:.2}\n{text}", p.f1());
+    let delay = report.mean_steps_to_detection.unwrap_or(f64::MAX);
+    assert!(
+        delay <= floors.max_delay,
+        "mean steps to detection {delay:.1}\n{text}"
+    );
+    for (kind, (n, caught)) in &report.kinds {
+        assert!(*caught > 0, "no {kind} loop caught out of {n}\n{text}");
+    }
+    (report, text)
+}

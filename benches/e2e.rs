@@ -454,38 +454,37 @@ fn main() {
     );
     let (mut ceil, mut alo, mut eos, mut alo_ratio, mut eos_ratio) =
         (vec![], vec![], vec![], vec![], vec![]);
-    for k in 0..a.repeat {
-        let names_alo = names(&format!("alo{k}"), a.partitions);
-        rt.block_on(eddy::source::ensure_topics(&names_alo.cfg))
+    // One measurement: a fresh topic and group, the consume-only ceiling on it, then eddy.
+    let measure = |label: &str, k: usize, exactly_once: bool| -> (f64, f64) {
+        let names = names(&format!("{label}{k}"), a.partitions);
+        rt.block_on(eddy::source::ensure_topics(&names.cfg))
             .expect("topics");
-        produce_all(&names_alo.cfg, &events);
-        let c = consume_only(&names_alo.cfg, n);
-        let r = eddy_throughput(&names_alo, n, false, free_port());
+        produce_all(&names.cfg, &events);
+        let c = consume_only(&names.cfg, n);
+        let r = eddy_throughput(&names, n, exactly_once, free_port());
+        let mode = if exactly_once {
+            "exactly_once "
+        } else {
+            "at_least_once"
+        };
         println!(
-            "  run {k}: consume-only {c:.0} ev/s | eddy at_least_once {:.0} ev/s sustained ({:.0} whole process incl. start-up), peak RSS {} MiB",
+            "  run {k}: consume-only {c:.0} ev/s | eddy {mode} {:.0} ev/s sustained ({:.0} whole process incl. start-up), peak RSS {} MiB",
             r.sustained,
             r.whole,
             r.peak_rss_kib / 1024
         );
+        (c, r.sustained)
+    };
+    for k in 0..a.repeat {
+        let (c, r) = measure("alo", k, false);
         ceil.push(c);
-        alo.push(r.sustained);
-        alo_ratio.push(r.sustained / c);
+        alo.push(r);
+        alo_ratio.push(r / c);
         if a.eos {
-            let names_eos = names(&format!("eos{k}"), a.partitions);
-            rt.block_on(eddy::source::ensure_topics(&names_eos.cfg))
-                .expect("topics");
-            produce_all(&names_eos.cfg, &events);
-            let c = consume_only(&names_eos.cfg, n);
-            let r = eddy_throughput(&names_eos, n, true, free_port());
-            println!(
-                "  run {k}: consume-only {c:.0} ev/s | eddy exactly_once  {:.0} ev/s sustained ({:.0} whole process incl. start-up), peak RSS {} MiB",
-                r.sustained,
-                r.whole,
-                r.peak_rss_kib / 1024
-            );
+            let (c, r) = measure("eos", k, true);
             ceil.push(c);
-            eos.push(r.sustained);
-            eos_ratio.push(r.sustained / c);
+            eos.push(r);
+            eos_ratio.push(r / c);
         }
     }
     let show = |name: &str, v: &mut Vec<f64>, unit: &str| {

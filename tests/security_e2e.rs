@@ -235,22 +235,11 @@ struct Failed {
 /// Run `eddy run` with `env` on top of the test config's names; it must exit by itself within
 /// `timeout` (a misconfigured worker must not hang retrying).
 fn run_until_exit(cfg: &Config, env: &[(&str, String)], timeout: Duration) -> Failed {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_eddy"));
-    cmd.arg("run")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        // Debug: the secret must not show up even in the most talkative logs.
-        .env("EDDY_LOG", "debug")
+    let mut cmd = run_command(cfg);
+    // Debug: the secret must not show up even in the most talkative logs.
+    cmd.env("EDDY_LOG", "debug")
         .env("NO_COLOR", "1")
-        .env("EDDY_KAFKA_BROKERS", &cfg.kafka_brokers)
-        .env("EDDY_CLICKHOUSE_URL", &cfg.clickhouse_url)
-        .env("EDDY_CLICKHOUSE_DATABASE", &cfg.clickhouse_database)
-        .env("EDDY_INPUT_TOPIC", &cfg.input_topic)
-        .env("EDDY_OUTPUT_TOPIC", &cfg.output_topic)
-        .env("EDDY_DLQ_TOPIC", &cfg.dlq_topic)
-        .env("EDDY_GROUP_ID", &cfg.group_id)
         .env("EDDY_TOPIC_PARTITIONS", "1")
-        .env("EDDY_ADMIN_ADDR", "127.0.0.1:0")
         .env("EDDY_SHUTDOWN_GRACE_MS", "2000")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -121,13 +121,13 @@ impl std::ops::DerefMut for Worker {
     }
 }
 
-/// Start `eddy run` as a real process with the config passed through the environment.
-pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
+/// `eddy run` in a clean environment holding only the test config's endpoints and names (and
+/// a free admin port: several workers share this machine). Callers add the rest.
+pub fn run_command(cfg: &Config) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_eddy"));
     cmd.arg("run")
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("EDDY_LOG", "warn,eddy=info")
         .env("EDDY_KAFKA_BROKERS", &cfg.kafka_brokers)
         .env("EDDY_CLICKHOUSE_URL", &cfg.clickhouse_url)
         .env("EDDY_CLICKHOUSE_DATABASE", &cfg.clickhouse_database)
@@ -135,6 +135,14 @@ pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
         .env("EDDY_OUTPUT_TOPIC", &cfg.output_topic)
         .env("EDDY_DLQ_TOPIC", &cfg.dlq_topic)
         .env("EDDY_GROUP_ID", &cfg.group_id)
+        .env("EDDY_ADMIN_ADDR", "127.0.0.1:0");
+    cmd
+}
+
+/// Start `eddy run` as a real process with the config passed through the environment.
+pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
+    let mut cmd = run_command(cfg);
+    cmd.env("EDDY_LOG", "warn,eddy=info")
         .env("EDDY_TOPIC_PARTITIONS", cfg.topic_partitions.to_string())
         .env(
             "EDDY_SESSION_TIMEOUT_MS",
@@ -146,8 +154,6 @@ pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
             cfg.batch_max_messages.to_string(),
         )
         .env("EDDY_PROGRESS_INTERVAL_S", "0")
-        // Several workers share this machine: each takes a free admin port.
-        .env("EDDY_ADMIN_ADDR", "127.0.0.1:0")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     for (k, v) in extra_env {

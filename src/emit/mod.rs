@@ -49,11 +49,43 @@ impl EmitError {
 pub struct Emitter {
     producer: FutureProducer,
     pending: Vec<(String, DeliveryFuture)>,
+    /// A fork in exactly_once mode: records wait here until the coordinator sends them inside
+    /// its transaction (`absorb`), because the open transaction must carry only what the
+    /// offsets it commits cover.
+    defer: bool,
+    deferred: Vec<Deferred>,
     transactional: bool,
     in_txn: bool,
     txn_timeout: Duration,
     /// Most payload bytes a dead letter carries (`dlq_max_payload_bytes`).
     dlq_cap: usize,
+}
+
+/// A record held back by a deferring fork.
+struct Deferred {
+    topic: String,
+    partition: Option<i32>,
+    key: Option<Vec<u8>>,
+    payload: Option<Vec<u8>>,
+    headers: Option<OwnedHeaders>,
+}
+
+/// What a fork sent (or held back) since it was last emptied: handed to the emitter that flushes
+/// and commits.
+#[derive(Default)]
+pub struct Outbox {
+    pending: Vec<(String, DeliveryFuture)>,
+    deferred: Vec<Deferred>,
+}
+
+impl Outbox {
+    pub fn len(&self) -> usize {
+        self.pending.len() + self.deferred.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Most key bytes a dead letter carries.
@@ -107,6 +139,8 @@ impl Emitter {
         Ok(Self {
             producer,
             pending: Vec::new(),
+            defer: false,
+            deferred: Vec::new(),
             transactional,
             in_txn: false,
             txn_timeout,
@@ -119,6 +153,46 @@ impl Emitter {
         let mut c = cfg.clone();
         c.delivery = Delivery::AtLeastOnce;
         Self::new(&c)
+    }
+
+    /// An emitter for a partition task, on the same producer. In at_least_once it sends at once
+    /// (signals go out as soon as they are detected) and keeps its own delivery futures; in
+    /// exactly_once it holds records back for the coordinator's transaction.
+    pub fn fork(&self) -> Emitter {
+        Emitter {
+            producer: self.producer.clone(),
+            pending: Vec::new(),
+            defer: self.defer || self.transactional,
+            deferred: Vec::new(),
+            transactional: false,
+            in_txn: false,
+            txn_timeout: self.txn_timeout,
+            dlq_cap: self.dlq_cap,
+        }
+    }
+
+    /// Everything sent or held back since the last call.
+    pub fn take_outbox(&mut self) -> Outbox {
+        Outbox {
+            pending: std::mem::take(&mut self.pending),
+            deferred: std::mem::take(&mut self.deferred),
+        }
+    }
+
+    /// Take over a fork's outbox: its deliveries are awaited by this emitter's `flush`, its held
+    /// back records are sent now (inside the open transaction in exactly_once).
+    pub fn absorb(&mut self, outbox: Outbox) -> Result<(), EmitError> {
+        self.pending.extend(outbox.pending);
+        for d in outbox.deferred {
+            self.send(
+                &d.topic,
+                d.partition,
+                d.key.as_deref(),
+                d.payload.as_deref(),
+                d.headers,
+            )?;
+        }
+        Ok(())
     }
 
     pub fn is_transactional(&self) -> bool {
@@ -165,6 +239,7 @@ impl Emitter {
     /// Abort the open transaction (after an abortable error).
     pub fn abort_transaction(&mut self) -> Result<(), EmitError> {
         self.pending.clear();
+        self.deferred.clear();
         if self.transactional && self.in_txn {
             self.producer
                 .abort_transaction(self.txn_timeout)
@@ -186,6 +261,16 @@ impl Emitter {
         payload: Option<&[u8]>,
         headers: Option<OwnedHeaders>,
     ) -> Result<(), EmitError> {
+        if self.defer {
+            self.deferred.push(Deferred {
+                topic: topic.to_string(),
+                partition,
+                key: key.map(<[u8]>::to_vec),
+                payload: payload.map(<[u8]>::to_vec),
+                headers,
+            });
+            return Ok(());
+        }
         self.ensure_txn()?;
         let mut rec: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic);
         if let Some(k) = key {

@@ -310,6 +310,13 @@ impl Batch {
         self.runs.clear();
         self.rollups.clear();
     }
+    /// Move `other`'s rows to the end of this batch.
+    pub fn append(&mut self, other: &mut Batch) {
+        self.steps.append(&mut other.steps);
+        self.signals.append(&mut other.signals);
+        self.runs.append(&mut other.runs);
+        self.rollups.append(&mut other.rollups);
+    }
 }
 
 impl ClickHouseSink {

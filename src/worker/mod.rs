@@ -4,22 +4,22 @@
 //! row derived from the messages before it, (2) the broker acknowledged every output event and
 //! dead letter they caused, and (3) the changelog holds the run state covering them. See
 //! DESIGN.md for the invariants and what each failure does.
+mod partition;
+
 use crate::admin::{self, Health};
 use crate::config::Config;
-use crate::contract::input::decode_bounded;
-use crate::contract::{Event, RunKey};
-use crate::emit::{DeadLetter, EmitError, Emitter};
-use crate::engine::{Outcome, PartitionEngine};
-use crate::sink::rows::{push_output, RollupRow, Source};
-use crate::sink::{Batch, ClickHouseSink, SinkError, StepRow};
-use crate::source::changelog;
+use crate::contract::RunKey;
+use crate::emit::{EmitError, Emitter};
+use crate::sink::{Batch, ClickHouseSink, SinkError};
 use crate::source::{self, SourceError};
+use partition::Counters;
 use rdkafka::consumer::{CommitMode, Consumer};
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::task::JoinError;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
@@ -32,8 +32,10 @@ pub enum WorkerError {
     Sink(#[from] SinkError),
     #[error("offset commit failed: {0}")]
     Commit(#[source] rdkafka::error::KafkaError),
-    #[error("changelog restore task failed: {0}")]
+    #[error("changelog restore or flush task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    #[error("the task of input partition {0} stopped unexpectedly")]
+    TaskGone(i32),
     #[error(transparent)]
     Admin(#[from] admin::AdminError),
 }
@@ -130,25 +132,8 @@ fn check_key(key: Option<&[u8]>, run: &RunKey) {
     }
 }
 
-/// Everything one input partition owns.
-struct PartitionTask {
-    engine: PartitionEngine,
-    /// Next offset to commit (one past the last message applied).
-    next_offset: Option<i64>,
-    /// Messages below this offset are already reflected in the restored state.
-    skip_below: i64,
-    /// Restored runs whose changelog record is newer than the meta record: their events below
-    /// the given offset are already in their state (see `changelog::Restored::run_offsets`).
-    run_offsets: HashMap<crate::contract::RunKey, i64>,
-    run_offsets_max: i64,
-}
-
 #[derive(Default)]
-struct Counters {
-    events: u64,
-    dead_letters: u64,
-    outputs: u64,
-    skipped_restored: u64,
+struct FlushCounters {
     flushes: u64,
     rewinds: u64,
 }
@@ -162,28 +147,42 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
     let applied = sink.migrate().await?;
     tracing::info!(clickhouse = %version, migrations = ?applied, "ClickHouse ready");
     let (consumer, assignment) = source::consumer(&cfg)?;
-    let mut emitter = Emitter::new(&cfg)?;
-    let engine_cfg = Arc::new(cfg.engine.clone());
-    let changelog_topic = cfg.changelog_topic();
-    let mut parts: HashMap<i32, PartitionTask> = HashMap::new();
-    let mut batch = Batch::default();
-    let mut batch_msgs = 0usize;
-    let mut deadline: Option<tokio::time::Instant> = None;
-    let mut counters = Counters::default();
-    let mut outs = Vec::new();
+    let consumer = Arc::new(consumer);
+    let emitter = Emitter::new(&cfg)?;
+    let forker = emitter.fork();
+    let cfg = Arc::new(cfg);
+    let changelog_topic: Arc<str> = cfg.changelog_topic().into();
+    let counters = Arc::new(partition::Counters::default());
+    let shared = Arc::new(partition::Shared {
+        cfg: cfg.clone(),
+        engine_cfg: Arc::new(cfg.engine.clone()),
+        changelog_topic: changelog_topic.to_string(),
+        counters: counters.clone(),
+    });
+    let mut co = Coordinator {
+        flusher: Flusher {
+            cfg: cfg.clone(),
+            sink,
+            consumer: consumer.clone(),
+            emitter: Arc::new(tokio::sync::Mutex::new(emitter)),
+            changelog_topic,
+            health: health.clone(),
+        },
+        assignment: assignment.clone(),
+        shared,
+        forker,
+        tasks: HashMap::new(),
+        open_runs: HashMap::new(),
+        inflight: None,
+        batch_msgs: 0,
+        deadline: None,
+        counts: FlushCounters::default(),
+    };
     let mut last_progress = Instant::now();
     let progress_every = Duration::from_secs(cfg.progress_interval_s.max(1));
-    let flusher = Flusher {
-        cfg: &cfg,
-        sink: &sink,
-        consumer: &consumer,
-        changelog_topic: &changelog_topic,
-        health: &health,
-    };
     // Declared after the consumer, so dropped before it: closing the consumer revokes
     // everything, and nothing would be left to drain those revokes.
     let _defer = DeferRevokes::on(&assignment);
-    let drain_for = Duration::from_millis(cfg.revoke_drain_ms);
     let wake = assignment
         .lock()
         .map(|a| a.wake.clone())
@@ -193,237 +192,77 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
     health.set_consuming(true);
 
     loop {
-        let timeout =
-            deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
+        // A due batch waits for the flush in flight (its completion wakes the loop), so the
+        // timer only counts while no flush runs.
+        let timeout = match co.deadline {
+            Some(d) if co.inflight.is_none() => d,
+            _ => tokio::time::Instant::now() + Duration::from_secs(1),
+        };
+        // A full batch stops reading until the flush in flight is done: at most two batches are
+        // ever buffered, so a slow ClickHouse turns into lag, not memory.
+        let full = co.batch_msgs >= cfg.batch_max_messages;
         let msg = tokio::select! {
             _ = shutdown.cancelled() => {
                 health.set_draining();
                 break;
             }
+            r = wait(&mut co.inflight) => {
+                co.inflight = None;
+                co.settle(r).await?;
+                None
+            }
             _ = tokio::time::sleep_until(timeout) => None,
             _ = wake.notified() => None,
-            m = consumer.recv() => Some(m),
+            m = consumer.recv(), if !full => Some(m),
         };
-        // Partitions revoked since the last message: their uncommitted work is dropped; the
-        // next owner restores from the changelog and resumes from the committed offset.
-        let revoked: Vec<i32> = match assignment.lock() {
+        // Partitions lost since the last message: their uncommitted work is dropped; the next
+        // owner restores from the changelog and resumes from the committed offset.
+        let lost: Vec<i32> = match assignment.lock() {
             Ok(mut a) => std::mem::take(&mut a.revoked),
             Err(_) => Vec::new(),
         };
-        for p in revoked {
-            parts.remove(&p);
-            metrics::counter!("eddy_partitions_revoked_total").increment(1);
+        for p in lost {
+            co.remove(p);
         }
         // A cooperative revoke waits for us: make what was done for those partitions durable
         // and committed, so their next owner starts exactly there, then hand them back.
         let draining = assignment.lock().ok().and_then(|mut a| a.draining.take());
         if let Some(tpl) = draining {
-            if batch_msgs > 0 {
-                let drained = tokio::time::timeout(
-                    drain_for,
-                    flush(&flusher, &mut emitter, &mut parts, &mut batch, &shutdown),
-                )
-                .await;
-                match drained {
-                    Ok(Ok(())) => counters.flushes += 1,
-                    Ok(Err(WorkerError::Emit(e @ EmitError::Abortable(_)))) => {
-                        tracing::warn!(error = %e, "rewinding to the last commit");
-                        rewind(&mut emitter, &consumer, &mut parts, &mut batch)?;
-                        counters.rewinds += 1;
-                    }
-                    Ok(Err(e)) => return Err(e),
-                    Err(_) => {
-                        // A half-done flush leaves deliveries untracked: start over from the
-                        // last commit rather than commit past anything unacknowledged.
-                        tracing::warn!(
-                            revoke_drain_ms = cfg.revoke_drain_ms,
-                            "revoked partitions not drained in time; their next owner redoes the \
-                             uncommitted batch"
-                        );
-                        rewind(&mut emitter, &consumer, &mut parts, &mut batch)?;
-                        counters.rewinds += 1;
-                    }
-                }
-                batch_msgs = 0;
-                deadline = None;
-            }
-            for e in tpl.elements_for_topic(&cfg.input_topic) {
-                parts.remove(&e.partition());
-                metrics::counter!("eddy_partitions_revoked_total").increment(1);
-            }
-            if let Err(e) = consumer.incremental_unassign(&tpl) {
-                tracing::warn!(error = %e, "handing back revoked partitions failed");
-            }
+            co.drain(&tpl, &shutdown).await?;
         }
-        if let Some(m) = msg {
-            let m = match m {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::warn!(error = %e, "consumer error (librdkafka retries)");
-                    continue;
-                }
-            };
-            let p = m.partition();
-            let owned = assignment
-                .lock()
-                .map(|a| a.assigned.contains(&p))
-                .unwrap_or(false);
-            if !owned {
-                continue;
-            }
-            if let std::collections::hash_map::Entry::Vacant(slot) = parts.entry(p) {
-                let props = cfg.kafka_client_props();
-                let topic = changelog_topic.clone();
-                let restored =
-                    tokio::task::spawn_blocking(move || changelog::restore_with(&props, &topic, p))
-                        .await??;
-                metrics::histogram!("eddy_state_restore_seconds")
-                    .record(restored.elapsed.as_secs_f64());
-                tracing::info!(
-                    partition = p,
-                    open_runs = restored.runs.len(),
-                    ended_runs = restored.ended.len(),
-                    records = restored.records,
-                    applied_offset = ?restored.applied_offset,
-                    ms = restored.elapsed.as_millis() as u64,
-                    "state restored from changelog"
-                );
-                let mut engine = PartitionEngine::new(engine_cfg.clone()).with_rollups();
-                engine.restore(restored.meta, restored.runs, restored.ended);
-                slot.insert(PartitionTask {
-                    engine,
-                    next_offset: None,
-                    skip_below: restored.applied_offset.unwrap_or(0),
-                    run_offsets_max: restored.run_offsets.values().copied().max().unwrap_or(0),
-                    run_offsets: restored.run_offsets,
-                });
-            }
-            let Some(task) = parts.get_mut(&p) else {
-                continue;
-            };
-            let offset = m.offset();
-            if offset < task.skip_below {
-                counters.skipped_restored += 1;
-                continue;
-            }
-            let src = Source {
-                partition: p,
-                offset,
-            };
-            counters.events += 1;
-            metrics::counter!("eddy_events_consumed_total").increment(1);
-            match decode_bounded(m.payload(), cfg.max_message_bytes) {
-                Ok(ev) => {
-                    check_key(m.key(), ev.key());
-                    // Wall clock only feeds metrics; the engine never sees it.
-                    let now_ms = wall_ms();
-                    metrics::histogram!("eddy_event_age_seconds")
-                        .record((now_ms - ev.ts_ms()).max(0) as f64 / 1000.0);
-                    // Already in this run's restored state (its changelog record is newer than the
-                    // partition's meta record after a crash mid-flush): only time moves. Its rows
-                    // and outputs were made durable before that record was written.
-                    let covered = task.run_offsets.get(ev.key()).is_some_and(|o| offset < *o);
-                    if !task.run_offsets.is_empty() && offset >= task.run_offsets_max {
-                        task.run_offsets.clear();
-                    }
-                    let outcome = if covered {
-                        counters.skipped_restored += 1;
-                        task.engine.observe_time_only(&ev, &mut outs);
-                        Outcome::AfterEnd
-                    } else {
-                        task.engine.apply(&ev, &mut outs)
-                    };
-                    if matches!(outcome, Outcome::Redelivery(_)) {
-                        metrics::counter!("eddy_redeliveries_total").increment(1);
-                    }
-                    if let (Event::Step(step), Outcome::Step(fps)) = (&ev, &outcome) {
-                        batch.steps.push(StepRow::new(step, fps, src));
-                    }
-                    for o in outs.drain(..) {
-                        emitter.send_output(&cfg.output_topic, &o)?;
-                        match &o {
-                            crate::contract::OutputEvent::LoopDetected(sig) => {
-                                metrics::counter!("eddy_signals_total", "detector" => sig.detector.clone(), "severity" => sig.severity.as_str()).increment(1);
-                                metrics::histogram!("eddy_detection_latency_seconds")
-                                    .record((now_ms - ev.ts_ms()).max(0) as f64 / 1000.0);
-                            }
-                            crate::contract::OutputEvent::LoopWarning(sig) => {
-                                metrics::counter!("eddy_signals_total", "detector" => sig.detector.clone(), "severity" => sig.severity.as_str()).increment(1);
-                            }
-                            crate::contract::OutputEvent::RunTerminated(t) => {
-                                metrics::counter!("eddy_runs_terminated_total", "loop_detected" => if t.loop_detected { "true" } else { "false" }).increment(1);
-                            }
-                        }
-                        push_output(&mut batch, &o, src);
-                        counters.outputs += 1;
-                    }
-                    batch
-                        .rollups
-                        .extend(task.engine.take_rollups().map(|c| RollupRow::new(&c, src)));
-                }
-                Err(e) => {
-                    counters.dead_letters += 1;
-                    metrics::counter!("eddy_dead_letters_total", "reason" => e.reason())
-                        .increment(1);
-                    let detail = e.to_string();
-                    emitter.send_dead_letter(
-                        &cfg.dlq_topic,
-                        &DeadLetter {
-                            payload: m.payload(),
-                            key: m.key(),
-                            reason: e.reason(),
-                            detail: &detail,
-                            topic: m.topic(),
-                            partition: p,
-                            offset,
-                        },
-                    )?;
-                }
-            }
-            task.next_offset = Some(offset + 1);
-            batch_msgs += 1;
-            if deadline.is_none() {
-                deadline = Some(
-                    tokio::time::Instant::now() + Duration::from_millis(cfg.flush_interval_ms),
-                );
-            }
+        match msg {
+            Some(Ok(m)) => co.forward(&m).await?,
+            Some(Err(e)) => tracing::warn!(error = %e, "consumer error (librdkafka retries)"),
+            None => {}
         }
-        let due = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
-        if batch_msgs >= cfg.batch_max_messages || (due && batch_msgs > 0) {
-            let res = flush(&flusher, &mut emitter, &mut parts, &mut batch, &shutdown).await;
-            match res {
-                Ok(()) => counters.flushes += 1,
-                Err(WorkerError::Emit(e @ EmitError::Abortable(_))) => {
-                    tracing::warn!(error = %e, "rewinding to the last commit");
-                    rewind(&mut emitter, &consumer, &mut parts, &mut batch)?;
-                    counters.rewinds += 1;
-                }
-                Err(e) => return Err(e),
-            }
-            batch_msgs = 0;
-            deadline = None;
-        } else if due {
-            deadline = None;
+        let due = co
+            .deadline
+            .is_some_and(|d| tokio::time::Instant::now() >= d);
+        if co.inflight.is_none() && co.batch_msgs > 0 && (due || full) {
+            co.start_flush(&shutdown).await?;
         }
         if cfg.progress_interval_s > 0 && last_progress.elapsed() >= progress_every {
             last_progress = Instant::now();
-            let open: usize = parts.values().map(|t| t.engine.open_runs()).sum();
+            let open: usize = co.open_runs.values().sum();
             metrics::gauge!("eddy_open_runs").set(open as f64);
             tracing::info!(
-                events = counters.events,
-                outputs = counters.outputs,
-                dead_letters = counters.dead_letters,
-                flushes = counters.flushes,
-                partitions = parts.len(),
+                events = Counters::get(&counters.events),
+                outputs = Counters::get(&counters.outputs),
+                dead_letters = Counters::get(&counters.dead_letters),
+                flushes = co.counts.flushes,
+                partitions = co.tasks.len(),
                 open_runs = open,
                 "progress"
             );
         }
     }
-    if batch_msgs > 0 {
-        // Graceful shutdown: make the last batch durable and commit it before leaving.
-        let never = CancellationToken::new();
-        flush(&flusher, &mut emitter, &mut parts, &mut batch, &never).await?;
+    // Graceful shutdown: make everything durable and commit it before leaving.
+    if let Some(h) = co.inflight.take() {
+        co.check(h.await)?;
+    }
+    if co.batch_msgs > 0 {
+        let epochs = co.barrier().await?;
+        co.flusher.flush(epochs, &CancellationToken::new()).await?;
     }
     // A revoke that arrived as we stopped: everything is committed now, hand the partitions back.
     if let Some(tpl) = assignment.lock().ok().and_then(|mut a| a.draining.take()) {
@@ -431,15 +270,228 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
             tracing::warn!(error = %e, "handing back revoked partitions failed");
         }
     }
+    co.tasks.clear();
     tracing::info!(
-        events = counters.events,
-        outputs = counters.outputs,
-        dead_letters = counters.dead_letters,
-        skipped_restored = counters.skipped_restored,
-        rewinds = counters.rewinds,
+        events = Counters::get(&counters.events),
+        outputs = Counters::get(&counters.outputs),
+        dead_letters = Counters::get(&counters.dead_letters),
+        skipped_restored = Counters::get(&counters.skipped_restored),
+        rewinds = co.counts.rewinds,
         "stopped"
     );
     Ok(())
+}
+
+type FlushTask = tokio::task::JoinHandle<Result<(), WorkerError>>;
+
+/// The flush in flight, if any; never resolves without one.
+async fn wait(inflight: &mut Option<FlushTask>) -> Result<Result<(), WorkerError>, JoinError> {
+    match inflight {
+        Some(h) => h.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The consumer loop: it owns the group membership, forwards each message to its partition's
+/// task, cuts epochs with barriers and runs one flush at a time, overlapping with consumption.
+struct Coordinator {
+    flusher: Flusher,
+    assignment: Arc<std::sync::Mutex<source::Assignment>>,
+    shared: Arc<partition::Shared>,
+    /// Forked into each new partition task (same producer).
+    forker: Emitter,
+    tasks: HashMap<i32, partition::Handle>,
+    open_runs: HashMap<i32, usize>,
+    inflight: Option<FlushTask>,
+    /// Messages forwarded since the last barrier.
+    batch_msgs: usize,
+    deadline: Option<tokio::time::Instant>,
+    counts: FlushCounters,
+}
+
+impl Coordinator {
+    async fn forward(&mut self, m: &BorrowedMessage<'_>) -> Result<(), WorkerError> {
+        let p = m.partition();
+        let owned = self
+            .assignment
+            .lock()
+            .map(|a| a.assigned.contains(&p))
+            .unwrap_or(false);
+        if !owned {
+            return Ok(());
+        }
+        let raw = partition::Raw {
+            offset: m.offset(),
+            key: m.key().map(<[u8]>::to_vec),
+            payload: m.payload().map(<[u8]>::to_vec),
+        };
+        let task = match self.tasks.entry(p) {
+            std::collections::hash_map::Entry::Occupied(t) => t.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
+                partition::Handle::spawn(self.shared.clone(), p, self.forker.fork()),
+            ),
+        };
+        task.dirty = true;
+        task.tx
+            .send(partition::Cmd::Msg(raw))
+            .await
+            .map_err(|_| WorkerError::TaskGone(p))?;
+        self.batch_msgs += 1;
+        if self.deadline.is_none() {
+            self.deadline = Some(
+                tokio::time::Instant::now()
+                    + Duration::from_millis(self.flusher.cfg.flush_interval_ms),
+            );
+        }
+        Ok(())
+    }
+
+    /// Collect every partition's epoch: all messages forwarded so far, and nothing after.
+    async fn barrier(&mut self) -> Result<Vec<partition::Epoch>, WorkerError> {
+        let mut waits = Vec::new();
+        for (p, task) in self.tasks.iter_mut().filter(|(_, t)| t.dirty) {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            task.tx
+                .send(partition::Cmd::Barrier(tx))
+                .await
+                .map_err(|_| WorkerError::TaskGone(*p))?;
+            task.dirty = false;
+            waits.push((*p, rx));
+        }
+        let mut epochs = Vec::with_capacity(waits.len());
+        for (p, rx) in waits {
+            let epoch = rx.await.map_err(|_| WorkerError::TaskGone(p))??;
+            self.open_runs.insert(p, epoch.open_runs);
+            epochs.push(epoch);
+        }
+        self.batch_msgs = 0;
+        self.deadline = None;
+        Ok(epochs)
+    }
+
+    async fn start_flush(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+        let epochs = self.barrier().await?;
+        let f = self.flusher.clone();
+        let shutdown = shutdown.clone();
+        self.inflight = Some(tokio::spawn(
+            async move { f.flush(epochs, &shutdown).await },
+        ));
+        Ok(())
+    }
+
+    fn check(&mut self, r: Result<Result<(), WorkerError>, JoinError>) -> Result<(), WorkerError> {
+        r??;
+        self.counts.flushes += 1;
+        Ok(())
+    }
+
+    /// A finished flush: an abortable transaction error rewinds, anything else fatal ends us.
+    async fn settle(
+        &mut self,
+        r: Result<Result<(), WorkerError>, JoinError>,
+    ) -> Result<(), WorkerError> {
+        match self.check(r) {
+            Err(WorkerError::Emit(e @ EmitError::Abortable(_))) => {
+                tracing::warn!(error = %e, "rewinding to the last commit");
+                self.rewind().await
+            }
+            other => other,
+        }
+    }
+
+    /// Flush and commit everything so far (waiting for the flush in flight first).
+    async fn flush_all(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+        if let Some(h) = self.inflight.as_mut() {
+            let r = h.await;
+            self.inflight = None;
+            self.check(r)?;
+        }
+        if self.batch_msgs > 0 {
+            self.start_flush(shutdown).await?;
+            if let Some(h) = self.inflight.as_mut() {
+                let r = h.await;
+                self.inflight = None;
+                self.check(r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A cooperative revoke: flush and commit within `revoke_drain_ms`, then hand back.
+    async fn drain(
+        &mut self,
+        tpl: &TopicPartitionList,
+        shutdown: &CancellationToken,
+    ) -> Result<(), WorkerError> {
+        let drain_ms = self.flusher.cfg.revoke_drain_ms;
+        let drained =
+            tokio::time::timeout(Duration::from_millis(drain_ms), self.flush_all(shutdown)).await;
+        match drained {
+            Ok(Ok(())) => {}
+            Ok(Err(WorkerError::Emit(e @ EmitError::Abortable(_)))) => {
+                tracing::warn!(error = %e, "rewinding to the last commit");
+                self.rewind().await?;
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                // A half-done flush leaves deliveries untracked: start over from the last
+                // commit rather than commit past anything unacknowledged.
+                tracing::warn!(
+                    revoke_drain_ms = drain_ms,
+                    "revoked partitions not drained in time; their next owner redoes the \
+                     uncommitted batch"
+                );
+                self.rewind().await?;
+            }
+        }
+        for e in tpl.elements_for_topic(&self.flusher.cfg.input_topic) {
+            self.remove(e.partition());
+        }
+        if let Err(e) = self.flusher.consumer.incremental_unassign(tpl) {
+            tracing::warn!(error = %e, "handing back revoked partitions failed");
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, p: i32) {
+        if self.tasks.remove(&p).is_some() {
+            metrics::counter!("eddy_partitions_revoked_total").increment(1);
+        }
+        self.open_runs.remove(&p);
+    }
+
+    /// Throw away everything since the last commit and read it again. State comes back from
+    /// the changelog (read_committed, so it matches the committed offsets exactly).
+    async fn rewind(&mut self) -> Result<(), WorkerError> {
+        if let Some(h) = self.inflight.take() {
+            h.abort();
+        }
+        self.tasks.clear();
+        self.open_runs.clear();
+        self.batch_msgs = 0;
+        self.deadline = None;
+        self.counts.rewinds += 1;
+        // Waits for an aborted flush to let go of the emitter.
+        self.flusher.emitter.lock().await.abort_transaction()?;
+        let consumer = &self.flusher.consumer;
+        let committed = tokio::task::block_in_place(|| consumer.committed(Duration::from_secs(30)))
+            .map_err(WorkerError::Commit)?;
+        let mut seek = TopicPartitionList::new();
+        for e in committed.elements() {
+            let off = match e.offset() {
+                Offset::Offset(o) => Offset::Offset(o),
+                _ => Offset::Beginning,
+            };
+            seek.add_partition_offset(e.topic(), e.partition(), off)
+                .map_err(WorkerError::Commit)?;
+        }
+        if seek.count() > 0 {
+            consumer
+                .seek_partitions(seek, Duration::from_secs(30))
+                .map_err(WorkerError::Commit)?;
+        }
+        Ok(())
+    }
 }
 
 /// Revokes wait for the worker loop while it runs (see `source::Assignment::draining`).
@@ -463,131 +515,110 @@ impl Drop for DeferRevokes {
 }
 
 /// What every flush writes to and commits on.
-struct Flusher<'a> {
-    cfg: &'a Config,
-    sink: &'a ClickHouseSink,
-    consumer: &'a source::Input,
-    changelog_topic: &'a str,
-    health: &'a Health,
+#[derive(Clone)]
+struct Flusher {
+    cfg: Arc<Config>,
+    sink: ClickHouseSink,
+    consumer: Arc<source::Input>,
+    /// Held for a whole flush; partition tasks send through forks of it.
+    emitter: Arc<tokio::sync::Mutex<Emitter>>,
+    changelog_topic: Arc<str>,
+    health: Arc<Health>,
 }
 
-/// One flush cycle, in the order the commit rule needs.
-async fn flush(
-    f: &Flusher<'_>,
-    emitter: &mut Emitter,
-    parts: &mut HashMap<i32, PartitionTask>,
-    batch: &mut Batch,
-    shutdown: &CancellationToken,
-) -> Result<(), WorkerError> {
-    let Flusher {
-        cfg,
-        sink,
-        consumer,
-        changelog_topic,
-        health,
-    } = *f;
-    let started = Instant::now();
-    let rows = [
-        ("steps", batch.steps.len()),
-        ("signals", batch.signals.len()),
-        ("runs", batch.runs.len()),
-        ("rollup_minute", batch.rollups.len()),
-    ];
-    // 1. ClickHouse: retried with capped, jittered back-off; a transient outage only grows lag.
-    let mut delay = Duration::from_millis(200);
-    loop {
-        let t = Instant::now();
-        match sink.insert(batch).await {
-            Ok(()) => {
-                health.set_clickhouse_ok(true);
-                metrics::histogram!("eddy_clickhouse_insert_seconds")
-                    .record(t.elapsed().as_secs_f64());
-                for (table, n) in rows {
-                    metrics::counter!("eddy_clickhouse_rows_total", "table" => table)
-                        .increment(n as u64);
+impl Flusher {
+    /// One flush cycle, in the order the commit rule needs.
+    async fn flush(
+        &self,
+        mut epochs: Vec<partition::Epoch>,
+        shutdown: &CancellationToken,
+    ) -> Result<(), WorkerError> {
+        let started = Instant::now();
+        let mut emitter = self.emitter.lock().await;
+        let mut batch = Batch::default();
+        for e in &mut epochs {
+            batch.append(&mut e.batch);
+            emitter.absorb(std::mem::take(&mut e.outbox))?;
+        }
+        let rows = [
+            ("steps", batch.steps.len()),
+            ("signals", batch.signals.len()),
+            ("runs", batch.runs.len()),
+            ("rollup_minute", batch.rollups.len()),
+        ];
+        // 1. ClickHouse: retried with capped, jittered back-off; a transient outage only grows lag.
+        let mut delay = Duration::from_millis(200);
+        loop {
+            let t = Instant::now();
+            match self.sink.insert(&batch).await {
+                Ok(()) => {
+                    self.health.set_clickhouse_ok(true);
+                    metrics::histogram!("eddy_clickhouse_insert_seconds")
+                        .record(t.elapsed().as_secs_f64());
+                    for (table, n) in rows {
+                        metrics::counter!("eddy_clickhouse_rows_total", "table" => table)
+                            .increment(n as u64);
+                    }
+                    break;
                 }
-                break;
+                Err(e) if !shutdown.is_cancelled() => {
+                    self.health.set_clickhouse_ok(false);
+                    metrics::counter!("eddy_clickhouse_insert_errors_total").increment(1);
+                    tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "ClickHouse insert failed; retrying");
+                    let jitter = rand::random::<u64>() % (delay.as_millis() as u64 / 2 + 1);
+                    tokio::time::sleep(delay + Duration::from_millis(jitter)).await;
+                    delay = (delay * 2).min(Duration::from_secs(10));
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) if !shutdown.is_cancelled() => {
-                health.set_clickhouse_ok(false);
-                metrics::counter!("eddy_clickhouse_insert_errors_total").increment(1);
-                tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "ClickHouse insert failed; retrying");
-                let jitter = rand::random::<u64>() % (delay.as_millis() as u64 / 2 + 1);
-                tokio::time::sleep(delay + Duration::from_millis(jitter)).await;
-                delay = (delay * 2).min(Duration::from_secs(10));
+        }
+        drop(batch);
+        // 2. at_least_once: output events and dead letters acknowledged before the changelog
+        // says they are done (a restore skips what the changelog covers).
+        if !emitter.is_transactional() {
+            emitter.flush().await?;
+        }
+        // 3. Changelog: one record per changed run, then the partition's meta record last.
+        let mut tpl = TopicPartitionList::new();
+        for e in &epochs {
+            let Some(next) = e.next_offset else {
+                continue;
+            };
+            for (key, value) in &e.changelog {
+                emitter.send_changelog(
+                    &self.changelog_topic,
+                    e.partition,
+                    key,
+                    value.as_deref(),
+                )?;
             }
-            Err(e) => return Err(e.into()),
+            tpl.add_partition_offset(&self.cfg.input_topic, e.partition, Offset::Offset(next))
+                .map_err(WorkerError::Commit)?;
         }
-    }
-    batch.clear();
-    // 2. Changelog: one record per changed run, then the partition's meta record last.
-    let mut tpl = TopicPartitionList::new();
-    for (p, task) in parts.iter_mut() {
-        let Some(next) = task.next_offset else {
-            continue;
-        };
-        for change in task.engine.take_changes() {
-            let (key, value) = changelog::encode(&change, next);
-            emitter.send_changelog(changelog_topic, *p, &key, value.as_deref())?;
+        if emitter.is_transactional() {
+            // 4. Outputs, dead letters, changelog and offsets commit atomically (KIP-447).
+            tokio::task::block_in_place(|| emitter.commit_transaction(&tpl, &*self.consumer))?;
+            metrics::counter!("eddy_commits_total", "result" => "transaction").increment(1);
+            metrics::histogram!("eddy_flush_seconds").record(started.elapsed().as_secs_f64());
+            return Ok(());
         }
-        let meta = changelog::encode_meta(next, task.engine.meta());
-        emitter.send_changelog(changelog_topic, *p, changelog::META_KEY, Some(&meta))?;
-        tpl.add_partition_offset(&cfg.input_topic, *p, Offset::Offset(next))
-            .map_err(WorkerError::Commit)?;
-        task.next_offset = None;
-    }
-    if emitter.is_transactional() {
-        // 3+4. Outputs, dead letters, changelog and offsets commit atomically (KIP-447).
-        emitter.commit_transaction(&tpl, consumer)?;
-        metrics::counter!("eddy_commits_total", "result" => "transaction").increment(1);
+        emitter.flush().await?;
+        // 4. Only now the offsets. A commit refused because the group is rebalancing (illegal
+        // generation, unknown member, rebalance in progress) loses nothing: everything below
+        // these offsets is already durable, the changelog says where the state stands, and
+        // whoever owns the partition next re-reads at most this batch. So it is logged, never
+        // fatal.
+        if tpl.count() > 0 {
+            let consumer = &self.consumer;
+            match tokio::task::block_in_place(|| consumer.commit(&tpl, CommitMode::Sync)) {
+                Ok(()) => metrics::counter!("eddy_commits_total", "result" => "ok").increment(1),
+                Err(e) => {
+                    metrics::counter!("eddy_commits_total", "result" => "refused").increment(1);
+                    tracing::warn!(error = %e, "offset commit refused; the next commit or owner covers it");
+                }
+            }
+        }
         metrics::histogram!("eddy_flush_seconds").record(started.elapsed().as_secs_f64());
-        return Ok(());
+        Ok(())
     }
-    // 3. Output events, dead letters and changelog acknowledged by the broker.
-    emitter.flush().await?;
-    // 4. Only now the offsets. A commit refused because the group is rebalancing (illegal
-    // generation, unknown member, rebalance in progress) loses nothing: everything below these
-    // offsets is already durable, the changelog says where the state stands, and whoever owns
-    // the partition next re-reads at most this batch. So it is logged, never fatal.
-    if tpl.count() > 0 {
-        match tokio::task::block_in_place(|| consumer.commit(&tpl, CommitMode::Sync)) {
-            Ok(()) => metrics::counter!("eddy_commits_total", "result" => "ok").increment(1),
-            Err(e) => {
-                metrics::counter!("eddy_commits_total", "result" => "refused").increment(1);
-                tracing::warn!(error = %e, "offset commit refused; the next commit or owner covers it");
-            }
-        }
-    }
-    metrics::histogram!("eddy_flush_seconds").record(started.elapsed().as_secs_f64());
-    Ok(())
-}
-
-/// Exactly-once: throw away everything since the last commit and read it again. State comes back
-/// from the changelog (read_committed, so it matches the committed offsets exactly).
-fn rewind(
-    emitter: &mut Emitter,
-    consumer: &source::Input,
-    parts: &mut HashMap<i32, PartitionTask>,
-    batch: &mut Batch,
-) -> Result<(), WorkerError> {
-    emitter.abort_transaction()?;
-    batch.clear();
-    parts.clear();
-    let committed = tokio::task::block_in_place(|| consumer.committed(Duration::from_secs(30)))
-        .map_err(WorkerError::Commit)?;
-    let mut seek = TopicPartitionList::new();
-    for e in committed.elements() {
-        let off = match e.offset() {
-            Offset::Offset(o) => Offset::Offset(o),
-            _ => Offset::Beginning,
-        };
-        seek.add_partition_offset(e.topic(), e.partition(), off)
-            .map_err(WorkerError::Commit)?;
-    }
-    if seek.count() > 0 {
-        consumer
-            .seek_partitions(seek, Duration::from_secs(30))
-            .map_err(WorkerError::Commit)?;
-    }
-    Ok(())
 }

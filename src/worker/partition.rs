@@ -1,0 +1,308 @@
+//! One task per assigned input partition. It owns its partition's runs' state (a
+//! `PartitionEngine`), the ClickHouse rows and output deliveries it produced since the last
+//! barrier, and its next offset. Tasks run on every core; they never commit: at a barrier they
+//! hand their epoch to the coordinator, which makes it durable and commits (see `super`).
+use super::{check_key, wall_ms, WorkerError};
+use crate::config::Config;
+use crate::contract::input::decode_bounded;
+use crate::contract::{Event, OutputEvent, RunKey};
+use crate::emit::{DeadLetter, Emitter, Outbox};
+use crate::engine::{EngineConfig, Outcome, PartitionEngine};
+use crate::sink::rows::{push_output, RollupRow, Source};
+use crate::sink::{Batch, StepRow};
+use crate::source::changelog;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// How many messages may wait for a partition task: enough to keep its core busy while the
+/// coordinator polls, small enough that a barrier (which queues behind them) stays quick.
+pub const QUEUE: usize = 1024;
+
+/// Totals across partitions, for the progress line and the final summary.
+#[derive(Default)]
+pub struct Counters {
+    pub events: AtomicU64,
+    pub dead_letters: AtomicU64,
+    pub outputs: AtomicU64,
+    pub skipped_restored: AtomicU64,
+}
+
+impl Counters {
+    pub fn get(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// An input message, detached from librdkafka's buffer.
+pub struct Raw {
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub payload: Option<Vec<u8>>,
+}
+
+pub enum Cmd {
+    Msg(Raw),
+    /// Hand over everything since the last barrier. Queued behind the messages already sent,
+    /// so the epoch covers exactly the messages forwarded before it.
+    Barrier(oneshot::Sender<Result<Epoch, WorkerError>>),
+}
+
+/// What one partition produced between two barriers, ready to be made durable in the order of
+/// the commit rule: rows, then changelog, then deliveries, then the offset.
+pub struct Epoch {
+    pub partition: i32,
+    /// One past the last message applied; `None` if nothing was applied.
+    pub next_offset: Option<i64>,
+    pub batch: Batch,
+    /// Changelog records (key, value or tombstone) of the runs changed, then the meta record.
+    /// Encoded at the barrier, so they describe the state exactly at `next_offset`.
+    pub changelog: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub outbox: Outbox,
+    pub open_runs: usize,
+}
+
+/// What every partition task shares.
+pub struct Shared {
+    pub cfg: Arc<Config>,
+    pub engine_cfg: Arc<EngineConfig>,
+    pub changelog_topic: String,
+    pub counters: Arc<Counters>,
+}
+
+/// A running partition task, as the coordinator sees it.
+pub struct Handle {
+    pub tx: mpsc::Sender<Cmd>,
+    pub join: tokio::task::JoinHandle<()>,
+    /// Messages were forwarded since the last barrier.
+    pub dirty: bool,
+}
+
+impl Handle {
+    pub fn spawn(sh: Arc<Shared>, partition: i32, emitter: Emitter) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let join = tokio::spawn(run(sh, partition, emitter, rx));
+        Self {
+            tx,
+            join,
+            dirty: false,
+        }
+    }
+}
+
+impl Drop for Handle {
+    /// A partition removed (revoked, lost, rewound) stops at once: whatever it still queued
+    /// belongs to the next owner.
+    fn drop(&mut self) {
+        self.join.abort();
+    }
+}
+
+struct Task {
+    sh: Arc<Shared>,
+    partition: i32,
+    engine: PartitionEngine,
+    emitter: Emitter,
+    batch: Batch,
+    outs: Vec<OutputEvent>,
+    /// Next offset to commit (one past the last message applied).
+    next_offset: Option<i64>,
+    /// Messages below this offset are already reflected in the restored state.
+    skip_below: i64,
+    /// Restored runs whose changelog record is newer than the meta record: their events below
+    /// the given offset are already in their state (see `changelog::Restored::run_offsets`).
+    run_offsets: HashMap<RunKey, i64>,
+    run_offsets_max: i64,
+}
+
+async fn run(sh: Arc<Shared>, partition: i32, emitter: Emitter, mut rx: mpsc::Receiver<Cmd>) {
+    // Restore before the first message; messages wait in the queue (back-pressure) meanwhile.
+    let mut task = match Task::restore(sh, partition, emitter).await {
+        Ok(t) => t,
+        Err(e) => {
+            // Reported at the next barrier, which ends the worker.
+            let mut err = Some(e);
+            while let Some(cmd) = rx.recv().await {
+                if let (Cmd::Barrier(reply), Some(e)) = (cmd, err.take()) {
+                    let _ = reply.send(Err(e));
+                }
+            }
+            return;
+        }
+    };
+    let mut failed: Option<WorkerError> = None;
+    while let Some(cmd) = rx.recv().await {
+        match cmd {
+            Cmd::Msg(raw) if failed.is_none() => {
+                if let Err(e) = task.apply(raw) {
+                    failed = Some(e);
+                }
+            }
+            Cmd::Msg(_) => {}
+            Cmd::Barrier(reply) => {
+                let epoch = match failed.take() {
+                    Some(e) => Err(e),
+                    None => Ok(task.epoch()),
+                };
+                let _ = reply.send(epoch);
+            }
+        }
+    }
+}
+
+impl Task {
+    async fn restore(
+        sh: Arc<Shared>,
+        partition: i32,
+        emitter: Emitter,
+    ) -> Result<Self, WorkerError> {
+        let props = sh.cfg.kafka_client_props();
+        let topic = sh.changelog_topic.clone();
+        let restored =
+            tokio::task::spawn_blocking(move || changelog::restore_with(&props, &topic, partition))
+                .await??;
+        metrics::histogram!("eddy_state_restore_seconds").record(restored.elapsed.as_secs_f64());
+        tracing::info!(
+            partition,
+            open_runs = restored.runs.len(),
+            ended_runs = restored.ended.len(),
+            records = restored.records,
+            applied_offset = ?restored.applied_offset,
+            ms = restored.elapsed.as_millis() as u64,
+            "state restored from changelog"
+        );
+        let mut engine = PartitionEngine::new(sh.engine_cfg.clone()).with_rollups();
+        engine.restore(restored.meta, restored.runs, restored.ended);
+        Ok(Self {
+            sh,
+            partition,
+            engine,
+            emitter,
+            batch: Batch::default(),
+            outs: Vec::new(),
+            next_offset: None,
+            skip_below: restored.applied_offset.unwrap_or(0),
+            run_offsets_max: restored.run_offsets.values().copied().max().unwrap_or(0),
+            run_offsets: restored.run_offsets,
+        })
+    }
+
+    fn apply(&mut self, m: Raw) -> Result<(), WorkerError> {
+        let cfg = &*self.sh.cfg;
+        let counters = &*self.sh.counters;
+        let offset = m.offset;
+        if offset < self.skip_below {
+            bump(&counters.skipped_restored);
+            return Ok(());
+        }
+        let src = Source {
+            partition: self.partition,
+            offset,
+        };
+        bump(&counters.events);
+        metrics::counter!("eddy_events_consumed_total").increment(1);
+        match decode_bounded(m.payload.as_deref(), cfg.max_message_bytes) {
+            Ok(ev) => {
+                check_key(m.key.as_deref(), ev.key());
+                // Wall clock only feeds metrics; the engine never sees it.
+                let now_ms = wall_ms();
+                metrics::histogram!("eddy_event_age_seconds")
+                    .record((now_ms - ev.ts_ms()).max(0) as f64 / 1000.0);
+                // Already in this run's restored state (its changelog record is newer than the
+                // partition's meta record after a crash mid-flush): only time moves. Its rows
+                // and outputs were made durable before that record was written.
+                let covered = self.run_offsets.get(ev.key()).is_some_and(|o| offset < *o);
+                if !self.run_offsets.is_empty() && offset >= self.run_offsets_max {
+                    self.run_offsets.clear();
+                }
+                let outcome = if covered {
+                    bump(&counters.skipped_restored);
+                    self.engine.observe_time_only(&ev, &mut self.outs);
+                    Outcome::AfterEnd
+                } else {
+                    self.engine.apply(&ev, &mut self.outs)
+                };
+                if matches!(outcome, Outcome::Redelivery(_)) {
+                    metrics::counter!("eddy_redeliveries_total").increment(1);
+                }
+                if let (Event::Step(step), Outcome::Step(fps)) = (&ev, &outcome) {
+                    self.batch.steps.push(StepRow::new(step, fps, src));
+                }
+                for o in self.outs.drain(..) {
+                    self.emitter.send_output(&cfg.output_topic, &o)?;
+                    record_output(&o, now_ms - ev.ts_ms());
+                    push_output(&mut self.batch, &o, src);
+                    bump(&counters.outputs);
+                }
+                self.batch
+                    .rollups
+                    .extend(self.engine.take_rollups().map(|c| RollupRow::new(&c, src)));
+            }
+            Err(e) => {
+                bump(&counters.dead_letters);
+                metrics::counter!("eddy_dead_letters_total", "reason" => e.reason()).increment(1);
+                let detail = e.to_string();
+                self.emitter.send_dead_letter(
+                    &cfg.dlq_topic,
+                    &DeadLetter {
+                        payload: m.payload.as_deref(),
+                        key: m.key.as_deref(),
+                        reason: e.reason(),
+                        detail: &detail,
+                        topic: &cfg.input_topic,
+                        partition: self.partition,
+                        offset,
+                    },
+                )?;
+            }
+        }
+        self.next_offset = Some(offset + 1);
+        Ok(())
+    }
+
+    fn epoch(&mut self) -> Epoch {
+        let next_offset = self.next_offset.take();
+        let mut changelog = Vec::new();
+        if let Some(next) = next_offset {
+            changelog.extend(
+                self.engine
+                    .take_changes()
+                    .iter()
+                    .map(|c| changelog::encode(c, next)),
+            );
+            changelog.push((
+                changelog::META_KEY.to_vec(),
+                Some(changelog::encode_meta(next, self.engine.meta())),
+            ));
+        }
+        Epoch {
+            partition: self.partition,
+            next_offset,
+            batch: std::mem::take(&mut self.batch),
+            changelog,
+            outbox: self.emitter.take_outbox(),
+            open_runs: self.engine.open_runs(),
+        }
+    }
+}
+
+fn record_output(o: &OutputEvent, age_ms: i64) {
+    match o {
+        OutputEvent::LoopDetected(sig) => {
+            metrics::counter!("eddy_signals_total", "detector" => sig.detector.clone(), "severity" => sig.severity.as_str()).increment(1);
+            metrics::histogram!("eddy_detection_latency_seconds")
+                .record(age_ms.max(0) as f64 / 1000.0);
+        }
+        OutputEvent::LoopWarning(sig) => {
+            metrics::counter!("eddy_signals_total", "detector" => sig.detector.clone(), "severity" => sig.severity.as_str()).increment(1);
+        }
+        OutputEvent::RunTerminated(t) => {
+            metrics::counter!("eddy_runs_terminated_total", "loop_detected" => if t.loop_detected { "true" } else { "false" }).increment(1);
+        }
+    }
+}

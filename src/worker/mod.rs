@@ -12,6 +12,7 @@ use crate::contract::RunKey;
 use crate::emit::{EmitError, Emitter};
 use crate::sink::{Batch, ClickHouseSink, SinkError};
 use crate::source::{self, SourceError};
+use futures::FutureExt;
 use partition::Counters;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
@@ -175,6 +176,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         open_runs: HashMap::new(),
         inflight: None,
         batch_msgs: 0,
+        staged: 0,
         deadline: None,
         counts: FlushCounters::default(),
     };
@@ -231,7 +233,22 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
             co.drain(&tpl, &shutdown).await?;
         }
         match msg {
-            Some(Ok(m)) => co.forward(&m).await?,
+            Some(Ok(m)) => {
+                co.stage(&m);
+                // Take whatever else librdkafka already holds, without waiting: tasks get
+                // chunks, not single messages, which keeps wake-ups and timers off the per-event
+                // path.
+                while co.staged < STAGE_MAX && co.batch_msgs < cfg.batch_max_messages {
+                    match consumer.recv().now_or_never() {
+                        Some(Ok(m)) => co.stage(&m),
+                        Some(Err(e)) => {
+                            tracing::warn!(error = %e, "consumer error (librdkafka retries)")
+                        }
+                        None => break,
+                    }
+                }
+                co.dispatch().await?;
+            }
             Some(Err(e)) => tracing::warn!(error = %e, "consumer error (librdkafka retries)"),
             None => {}
         }
@@ -282,6 +299,9 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
     Ok(())
 }
 
+/// Most messages taken from librdkafka in one go before they are handed to the tasks.
+const STAGE_MAX: usize = 4096;
+
 type FlushTask = tokio::task::JoinHandle<Result<(), WorkerError>>;
 
 /// The flush in flight, if any; never resolves without one.
@@ -305,12 +325,15 @@ struct Coordinator {
     inflight: Option<FlushTask>,
     /// Messages forwarded since the last barrier.
     batch_msgs: usize,
+    /// Messages staged but not yet handed to their tasks.
+    staged: usize,
     deadline: Option<tokio::time::Instant>,
     counts: FlushCounters,
 }
 
 impl Coordinator {
-    async fn forward(&mut self, m: &BorrowedMessage<'_>) -> Result<(), WorkerError> {
+    /// Copy a message into its partition's next chunk (if the partition is still ours).
+    fn stage(&mut self, m: &BorrowedMessage<'_>) {
         let p = m.partition();
         let owned = self
             .assignment
@@ -318,7 +341,7 @@ impl Coordinator {
             .map(|a| a.assigned.contains(&p))
             .unwrap_or(false);
         if !owned {
-            return Ok(());
+            return;
         }
         let raw = partition::Raw {
             offset: m.offset(),
@@ -331,11 +354,8 @@ impl Coordinator {
                 partition::Handle::spawn(self.shared.clone(), p, self.forker.fork()),
             ),
         };
-        task.dirty = true;
-        task.tx
-            .send(partition::Cmd::Msg(raw))
-            .await
-            .map_err(|_| WorkerError::TaskGone(p))?;
+        task.staged.push(raw);
+        self.staged += 1;
         self.batch_msgs += 1;
         if self.deadline.is_none() {
             self.deadline = Some(
@@ -343,6 +363,22 @@ impl Coordinator {
                     + Duration::from_millis(self.flusher.cfg.flush_interval_ms),
             );
         }
+    }
+
+    /// Hand every staged chunk to its task (waiting when a task's queue is full).
+    async fn dispatch(&mut self) -> Result<(), WorkerError> {
+        for (p, task) in self.tasks.iter_mut() {
+            if task.staged.is_empty() {
+                continue;
+            }
+            let chunk = std::mem::take(&mut task.staged);
+            task.dirty = true;
+            task.tx
+                .send(partition::Cmd::Msgs(chunk))
+                .await
+                .map_err(|_| WorkerError::TaskGone(*p))?;
+        }
+        self.staged = 0;
         Ok(())
     }
 
@@ -573,18 +609,22 @@ impl Flusher {
             }
         }
         drop(batch);
+        let inserted = started.elapsed();
         // 2. at_least_once: output events and dead letters acknowledged before the changelog
         // says they are done (a restore skips what the changelog covers).
         if !emitter.is_transactional() {
             emitter.flush().await?;
         }
+        let acked = started.elapsed();
         // 3. Changelog: one record per changed run, then the partition's meta record last.
         let mut tpl = TopicPartitionList::new();
+        let mut changelog_bytes = 0usize;
         for e in &epochs {
             let Some(next) = e.next_offset else {
                 continue;
             };
             for (key, value) in &e.changelog {
+                changelog_bytes += key.len() + value.as_ref().map_or(0, Vec::len);
                 emitter.send_changelog(
                     &self.changelog_topic,
                     e.partition,
@@ -619,6 +659,14 @@ impl Flusher {
             }
         }
         metrics::histogram!("eddy_flush_seconds").record(started.elapsed().as_secs_f64());
+        tracing::debug!(
+            rows = ?rows,
+            changelog_bytes,
+            insert_ms = inserted.as_millis() as u64,
+            outputs_acked_ms = acked.as_millis() as u64,
+            total_ms = started.elapsed().as_millis() as u64,
+            "flushed"
+        );
         Ok(())
     }
 }

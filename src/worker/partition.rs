@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
-/// How many messages may wait for a partition task: enough to keep its core busy while the
+/// How many chunks may wait for a partition task: enough to keep its core busy while the
 /// coordinator polls, small enough that a barrier (which queues behind them) stays quick.
-pub const QUEUE: usize = 1024;
+pub const QUEUE: usize = 8;
 
 /// Totals across partitions, for the progress line and the final summary.
 #[derive(Default)]
@@ -36,7 +36,11 @@ impl Counters {
 }
 
 fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+    add(c, 1);
+}
+
+fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
 }
 
 /// An input message, detached from librdkafka's buffer.
@@ -47,7 +51,8 @@ pub struct Raw {
 }
 
 pub enum Cmd {
-    Msg(Raw),
+    /// Consecutive messages of the partition, in offset order.
+    Msgs(Vec<Raw>),
     /// Hand over everything since the last barrier. Queued behind the messages already sent,
     /// so the epoch covers exactly the messages forwarded before it.
     Barrier(oneshot::Sender<Result<Epoch, WorkerError>>),
@@ -81,6 +86,8 @@ pub struct Handle {
     pub join: tokio::task::JoinHandle<()>,
     /// Messages were forwarded since the last barrier.
     pub dirty: bool,
+    /// The next chunk, filled by the coordinator.
+    pub staged: Vec<Raw>,
 }
 
 impl Handle {
@@ -91,6 +98,7 @@ impl Handle {
             tx,
             join,
             dirty: false,
+            staged: Vec::new(),
         }
     }
 }
@@ -138,12 +146,12 @@ async fn run(sh: Arc<Shared>, partition: i32, emitter: Emitter, mut rx: mpsc::Re
     let mut failed: Option<WorkerError> = None;
     while let Some(cmd) = rx.recv().await {
         match cmd {
-            Cmd::Msg(raw) if failed.is_none() => {
-                if let Err(e) = task.apply(raw) {
+            Cmd::Msgs(chunk) if failed.is_none() => {
+                if let Err(e) = task.apply_chunk(chunk) {
                     failed = Some(e);
                 }
             }
-            Cmd::Msg(_) => {}
+            Cmd::Msgs(_) => {}
             Cmd::Barrier(reply) => {
                 let epoch = match failed.take() {
                     Some(e) => Err(e),
@@ -192,27 +200,49 @@ impl Task {
         })
     }
 
-    fn apply(&mut self, m: Raw) -> Result<(), WorkerError> {
+    fn apply_chunk(&mut self, chunk: Vec<Raw>) -> Result<(), WorkerError> {
+        // Wall clock only feeds metrics; the engine never sees it. Read once per chunk.
+        let now_ms = wall_ms();
+        let mut newest_ts = None;
+        let mut applied = 0;
+        for m in chunk {
+            if self.apply(m, now_ms, &mut newest_ts)? {
+                applied += 1;
+            }
+        }
+        add(&self.sh.counters.events, applied);
+        metrics::counter!("eddy_events_consumed_total").increment(applied);
+        // Sampled per chunk: the age of the newest event says how far behind we are.
+        if let Some(ts) = newest_ts {
+            metrics::histogram!("eddy_event_age_seconds")
+                .record((now_ms - ts).max(0) as f64 / 1000.0);
+        }
+        Ok(())
+    }
+
+    /// Apply one message (an event, or a dead letter); false if the restored state already had
+    /// it. `event_ts` gets the time of a decoded event.
+    fn apply(
+        &mut self,
+        m: Raw,
+        now_ms: i64,
+        event_ts: &mut Option<i64>,
+    ) -> Result<bool, WorkerError> {
         let cfg = &*self.sh.cfg;
         let counters = &*self.sh.counters;
         let offset = m.offset;
         if offset < self.skip_below {
             bump(&counters.skipped_restored);
-            return Ok(());
+            return Ok(false);
         }
         let src = Source {
             partition: self.partition,
             offset,
         };
-        bump(&counters.events);
-        metrics::counter!("eddy_events_consumed_total").increment(1);
         match decode_bounded(m.payload.as_deref(), cfg.max_message_bytes) {
             Ok(ev) => {
                 check_key(m.key.as_deref(), ev.key());
-                // Wall clock only feeds metrics; the engine never sees it.
-                let now_ms = wall_ms();
-                metrics::histogram!("eddy_event_age_seconds")
-                    .record((now_ms - ev.ts_ms()).max(0) as f64 / 1000.0);
+                *event_ts = Some(ev.ts_ms());
                 // Already in this run's restored state (its changelog record is newer than the
                 // partition's meta record after a crash mid-flush): only time moves. Its rows
                 // and outputs were made durable before that record was written.
@@ -262,7 +292,7 @@ impl Task {
             }
         }
         self.next_offset = Some(offset + 1);
-        Ok(())
+        Ok(true)
     }
 
     fn epoch(&mut self) -> Epoch {

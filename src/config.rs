@@ -70,6 +70,8 @@ pub struct Config {
     pub clickhouse_retention_days: u32,
     /// A flush (ClickHouse insert → output delivery → changelog → offset commit) happens when a
     /// batch holds this many input messages, or `flush_interval_ms` after its first message.
+    /// One flush runs at a time beside processing; reading pauses while a full batch waits for
+    /// it, so at most two batches are held in memory.
     pub batch_max_messages: usize,
     pub flush_interval_ms: u64,
     /// Raw librdkafka properties passed through to the consumer / producer.
@@ -148,7 +150,7 @@ impl Default for Config {
             clickhouse_ca_file: None,
             clickhouse_cluster: None,
             clickhouse_retention_days: 0,
-            batch_max_messages: 20_000,
+            batch_max_messages: 50_000,
             flush_interval_ms: 250,
             kafka_consumer: BTreeMap::new(),
             kafka_producer: BTreeMap::new(),

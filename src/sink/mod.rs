@@ -487,10 +487,14 @@ impl ClickHouseSink {
 
     /// Insert a batch: one INSERT per table. Returns only when ClickHouse acknowledged all.
     /// `runs` goes last: a run's row there means everything it caused is in the other tables.
+    /// The other three go concurrently (the flush runs beside processing, so its length is
+    /// throughput, not detection latency).
     pub async fn insert(&self, batch: &Batch) -> Result<(), SinkError> {
-        self.insert_rows("steps", &batch.steps).await?;
-        self.insert_rows("signals", &batch.signals).await?;
-        self.insert_rows("rollup_minute", &batch.rollups).await?;
+        futures::try_join!(
+            self.insert_rows("steps", &batch.steps),
+            self.insert_rows("signals", &batch.signals),
+            self.insert_rows("rollup_minute", &batch.rollups),
+        )?;
         self.insert_rows("runs", &batch.runs).await?;
         Ok(())
     }

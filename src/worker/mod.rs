@@ -1,4 +1,5 @@
-//! The worker: consume → decode → engine → emit + sink → commit.
+//! The worker: a coordinator that owns the group membership and the flush cycle, and one task
+//! per assigned partition that decodes, runs the engine and builds rows (`partition`).
 //!
 //! The commit rule: an input offset is committed only after (1) ClickHouse acknowledged every
 //! row derived from the messages before it, (2) the broker acknowledged every output event and

@@ -78,16 +78,6 @@ pub struct Outbox {
     deferred: Vec<Deferred>,
 }
 
-impl Outbox {
-    pub fn len(&self) -> usize {
-        self.pending.len() + self.deferred.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// Most key bytes a dead letter carries.
 pub const DLQ_MAX_KEY_BYTES: usize = 1024;
 

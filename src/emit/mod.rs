@@ -378,10 +378,6 @@ impl Emitter {
         self.send(topic, Some(partition), Some(key), value, None)
     }
 
-    pub fn pending(&self) -> usize {
-        self.pending.len()
-    }
-
     /// Wait until every record sent so far is acknowledged by the broker.
     pub async fn flush(&mut self) -> Result<usize, EmitError> {
         let pending = std::mem::take(&mut self.pending);

@@ -67,7 +67,6 @@ pub struct Assignment {
     pub defer_revokes: bool,
     /// Wakes the worker loop when a revoke waits for it (it may be idle, waiting for a message).
     pub wake: Arc<tokio::sync::Notify>,
-    pub rebalances: u64,
 }
 
 pub struct RebalanceContext {
@@ -104,7 +103,6 @@ impl ConsumerContext for RebalanceContext {
         let Ok(mut st) = self.state.lock() else {
             return;
         };
-        st.rebalances += 1;
         let res = match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
                 // Cooperative-sticky: these lists are increments, not the whole assignment.

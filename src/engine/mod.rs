@@ -17,15 +17,31 @@ use crate::contract::output::event_id;
 use crate::contract::{Event, OutputEvent, RunKey, RunTerminated, Signal, Step};
 pub use config::EngineConfig;
 pub use fingerprint::{Canonical, StepFingerprints};
+use hashbrown::HashTable;
 pub use run::RunState;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
-/// A run's key, shared by the run map and the idle/eviction/dirty indexes: updating them on
+/// A run's key, shared by the run table and the idle/eviction/dirty indexes: updating them on
 /// every event then clones a pointer instead of two strings.
 type SharedKey = Arc<RunKey>;
+
+/// One open run. `dirty` stands in for a set of changed runs: marking a run changed on every
+/// event is then a store, not a hash-set insert.
+struct Slot {
+    key: SharedKey,
+    state: Box<RunState>,
+    dirty: bool,
+}
+
+/// The run tables are probed with this, computed once per event (hashing two strings for each
+/// of several lookups was a measurable share of an event's cost).
+fn hash_key(k: &RunKey) -> u64 {
+    FxBuildHasher.hash_one(k)
+}
 
 /// What happened to one input event; the sink stage uses it to build rows.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,16 +82,19 @@ pub struct PartitionMeta {
 
 pub struct PartitionEngine {
     cfg: Arc<EngineConfig>,
-    /// Boxed: the table then holds pointers, not ~1 KB states with a quarter of its slots empty.
-    runs: FxHashMap<SharedKey, Box<RunState>>,
+    /// States are boxed: the table then holds pointers, not ~1 KB states with a quarter of its
+    /// slots empty.
+    runs: HashTable<Slot>,
     /// (last event ts, run) for the idle-timeout sweep, so a sweep costs O(expired) not O(runs).
     idle: BTreeSet<(i64, SharedKey)>,
     /// (last event seq, run): eviction order when `max_open_runs` is reached.
     lru: BTreeSet<(u64, SharedKey)>,
     meta: PartitionMeta,
-    ended_set: FxHashSet<RunKey>,
-    /// Runs changed since the last `take_dirty` (for the changelog); `None` state = ended.
-    dirty: FxHashSet<SharedKey>,
+    ended_set: HashTable<RunKey>,
+    /// Runs changed since the last `take_changes` (for the changelog), in no order and possibly
+    /// repeated: an open run is listed when its `Slot::dirty` is first set, an ended run when it
+    /// ends.
+    dirty: Vec<SharedKey>,
     /// Ended runs that fell out of the remembered window since the last `take_changes`.
     forgotten: Vec<RunKey>,
     findings: Vec<detectors::Finding>,
@@ -104,12 +123,12 @@ impl PartitionEngine {
     pub fn new(cfg: Arc<EngineConfig>) -> Self {
         Self {
             cfg,
-            runs: FxHashMap::default(),
+            runs: HashTable::new(),
             idle: BTreeSet::new(),
             lru: BTreeSet::new(),
             meta: PartitionMeta::default(),
-            ended_set: FxHashSet::default(),
-            dirty: FxHashSet::default(),
+            ended_set: HashTable::new(),
+            dirty: Vec::new(),
             forgotten: Vec::new(),
             findings: Vec::new(),
             resolved: FxHashMap::default(),
@@ -141,7 +160,7 @@ impl PartitionEngine {
 
     /// Open runs and their state, for tests and diagnostics (order unspecified).
     pub fn runs(&self) -> impl Iterator<Item = (&RunKey, &RunState)> {
-        self.runs.iter().map(|(k, s)| (&**k, &**s))
+        self.runs.iter().map(|s| (&*s.key, &*s.state))
     }
 
     /// Ended runs remembered (bounded by `ended_runs_remembered`).
@@ -156,10 +175,11 @@ impl PartitionEngine {
     /// Apply one event, appending the output events it causes to `out` in a deterministic order.
     pub fn apply(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) -> Outcome {
         let key = ev.key();
-        let outcome = if self.ended_set.contains(key) {
+        let hash = hash_key(key);
+        let outcome = if self.ended_set.find(hash, |k| k == key).is_some() {
             Outcome::AfterEnd
         } else {
-            self.apply_to_run(ev, out)
+            self.apply_to_run(ev, hash, out)
         };
         self.advance_watermark(key, ev.ts_ms(), out);
         outcome
@@ -178,47 +198,64 @@ impl PartitionEngine {
             let Some((_, key)) = self.lru.pop_first() else {
                 break;
             };
-            if let Some(mut state) = self.runs.remove(&key) {
+            if let Some(slot) = self.take_run(&key) {
+                let mut state = slot.state;
                 self.idle.remove(&(state.last_ts, key.clone()));
+                drop(slot.key);
                 let key = unshare(key);
                 let end = run::End::Evicted {
                     at_ms: state.last_ts,
                 };
                 self.close_minute(&key, &mut state, &end);
                 out.push(OutputEvent::RunTerminated(terminated(&key, &state, end)));
-                self.mark_ended(key);
+                self.mark_ended(key, slot.dirty);
             }
         }
     }
 
-    fn apply_to_run(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) -> Outcome {
+    /// Remove a run from the table.
+    fn take_run(&mut self, key: &RunKey) -> Option<Slot> {
+        self.runs
+            .find_entry(hash_key(key), |s| *s.key == *key)
+            .ok()
+            .map(|e| e.remove().0)
+    }
+
+    fn apply_to_run(&mut self, ev: &Event, hash: u64, out: &mut Vec<OutputEvent>) -> Outcome {
         let key = ev.key();
         let ts = ev.ts_ms();
         self.meta.seq += 1;
         let seq = self.meta.seq;
-        let fresh = !self.runs.contains_key(key);
+        let fresh = self.runs.find(hash, |s| *s.key == *key).is_none();
         if fresh {
             self.make_room(out);
+            self.runs.insert_unique(
+                hash,
+                Slot {
+                    key: Arc::new(key.clone()),
+                    state: Box::new(RunState::new(ts)),
+                    dirty: false,
+                },
+                |s| hash_key(&s.key),
+            );
         }
-        let shared = match self.runs.get_key_value(key) {
-            Some((k, s)) => {
-                let k = k.clone();
-                self.idle.remove(&(s.last_ts, k.clone()));
-                self.lru.remove(&(s.last_seq, k.clone()));
-                k
-            }
-            None => {
-                let k = Arc::new(key.clone());
-                self.runs.insert(k.clone(), Box::new(RunState::new(ts)));
-                k
-            }
+        let Some(slot) = self.runs.find_mut(hash, |s| *s.key == *key) else {
+            unreachable!("run state inserted above")
         };
-        let state = self.runs.get_mut(key).expect("run state inserted above");
+        let shared = slot.key.clone();
+        if !fresh {
+            self.idle.remove(&(slot.state.last_ts, shared.clone()));
+            self.lru.remove(&(slot.state.last_seq, shared.clone()));
+        }
+        if !slot.dirty {
+            slot.dirty = true;
+            self.dirty.push(shared.clone());
+        }
+        let state = &mut *slot.state;
         state.touch(ts);
         state.last_seq = seq;
         self.idle.insert((state.last_ts, shared.clone()));
         self.lru.insert((seq, shared.clone()));
-        self.dirty.insert(shared.clone());
         if self.rollups {
             if fresh {
                 rollup::start(state, ts);
@@ -262,13 +299,17 @@ impl PartitionEngine {
                 Outcome::Step(canon.fps)
             }
             Event::RunFinished(e) => {
-                let mut state = self.runs.remove(key).expect("run state inserted above");
+                let Ok(entry) = self.runs.find_entry(hash, |s| *s.key == *key) else {
+                    unreachable!("run state inserted above")
+                };
+                let slot = entry.remove().0;
+                let mut state = slot.state;
                 self.idle.remove(&(state.last_ts, shared.clone()));
                 self.lru.remove(&(state.last_seq, shared));
                 let end = run::End::Finished(e);
                 self.close_minute(key, &mut state, &end);
                 out.push(OutputEvent::RunTerminated(terminated(key, &state, end)));
-                self.mark_ended(key.clone());
+                self.mark_ended(key.clone(), slot.dirty);
                 Outcome::Lifecycle
             }
         }
@@ -333,15 +374,17 @@ impl PartitionEngine {
             let Some((last_ts, key)) = self.idle.pop_first() else {
                 break;
             };
-            if let Some(mut state) = self.runs.remove(&key) {
+            if let Some(slot) = self.take_run(&key) {
+                let mut state = slot.state;
                 self.lru.remove(&(state.last_seq, key.clone()));
+                drop(slot.key);
                 let key = unshare(key);
                 let end = run::End::Idle {
                     at_ms: last_ts.saturating_add(timeout),
                 };
                 self.close_minute(&key, &mut state, &end);
                 out.push(OutputEvent::RunTerminated(terminated(&key, &state, end)));
-                self.mark_ended(key);
+                self.mark_ended(key, slot.dirty);
             }
         }
     }
@@ -376,15 +419,21 @@ impl PartitionEngine {
         self.meta.watermark_ms = Some(back);
     }
 
-    fn mark_ended(&mut self, key: RunKey) {
-        self.dirty.insert(Arc::new(key.clone()));
-        if self.ended_set.insert(key.clone()) {
+    /// `listed`: the run is in `dirty` already (its slot was dirty).
+    fn mark_ended(&mut self, key: RunKey, listed: bool) {
+        let hash = hash_key(&key);
+        if !listed {
+            self.dirty.push(Arc::new(key.clone()));
+        }
+        if self.ended_set.find(hash, |k| *k == key).is_none() {
+            self.ended_set.insert_unique(hash, key.clone(), hash_key);
             self.meta.ended.push_back(key);
         }
         while self.meta.ended.len() > self.cfg.ended_runs_remembered {
             if let Some(old) = self.meta.ended.pop_front() {
-                self.ended_set.remove(&old);
-                self.dirty.remove(&old);
+                if let Ok(e) = self.ended_set.find_entry(hash_key(&old), |k| *k == old) {
+                    e.remove();
+                }
                 self.forgotten.push(old);
             }
         }
@@ -393,13 +442,25 @@ impl PartitionEngine {
     /// Changes since the last call, for the changelog: at most one per run per flush, however
     /// many events it saw, in a deterministic order.
     pub fn take_changes(&mut self) -> Vec<Change<'_>> {
-        let mut keys: Vec<RunKey> = self.dirty.drain().map(unshare).collect();
+        let mut keys: Vec<RunKey> = self.dirty.drain(..).map(unshare).collect();
         keys.sort();
+        keys.dedup();
+        for k in &keys {
+            if let Some(s) = self.runs.find_mut(hash_key(k), |s| *s.key == *k) {
+                s.dirty = false;
+            }
+        }
+        let (runs, ended) = (&self.runs, &self.ended_set);
         let mut out: Vec<Change<'_>> = keys
             .into_iter()
-            .map(|k| match self.runs.get(&k) {
-                Some(s) => Change::Upsert(k, s),
-                None => Change::Ended(k),
+            .filter_map(|k| {
+                let hash = hash_key(&k);
+                match runs.find(hash, |s| *s.key == k) {
+                    Some(s) => Some(Change::Upsert(k, &*s.state)),
+                    // Ended, unless it has since been forgotten (then `forgotten` says so).
+                    None if ended.find(hash, |e| *e == k).is_some() => Some(Change::Ended(k)),
+                    None => None,
+                }
             })
             .collect();
         out.extend(self.forgotten.drain(..).map(Change::Forget));
@@ -424,15 +485,36 @@ impl PartitionEngine {
         self.forgotten.clear();
         self.meta = meta;
         self.meta.ended = ended.into_iter().collect();
-        self.ended_set = self.meta.ended.iter().cloned().collect();
+        self.ended_set.clear();
+        for k in &self.meta.ended {
+            let hash = hash_key(k);
+            if self.ended_set.find(hash, |e| e == k).is_none() {
+                self.ended_set.insert_unique(hash, k.clone(), hash_key);
+            }
+        }
         for (k, s) in runs {
-            if self.ended_set.contains(&k) {
+            let hash = hash_key(&k);
+            if self.ended_set.find(hash, |e| *e == k).is_some() {
                 continue;
+            }
+            // A key listed twice: the later state wins, as an insert into a map would.
+            if let Ok(e) = self.runs.find_entry(hash, |x| *x.key == k) {
+                let old = e.remove().0;
+                self.idle.remove(&(old.state.last_ts, old.key.clone()));
+                self.lru.remove(&(old.state.last_seq, old.key));
             }
             let k = Arc::new(k);
             self.idle.insert((s.last_ts, k.clone()));
             self.lru.insert((s.last_seq, k.clone()));
-            self.runs.insert(k, Box::new(s));
+            self.runs.insert_unique(
+                hash,
+                Slot {
+                    key: k,
+                    state: Box::new(s),
+                    dirty: false,
+                },
+                |x| hash_key(&x.key),
+            );
         }
     }
 }

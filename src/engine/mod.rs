@@ -456,7 +456,7 @@ impl PartitionEngine {
             .filter_map(|k| {
                 let hash = hash_key(&k);
                 match runs.find(hash, |s| *s.key == k) {
-                    Some(s) => Some(Change::Upsert(k, &*s.state)),
+                    Some(s) => Some(Change::Upsert(k, &s.state)),
                     // Ended, unless it has since been forgotten (then `forgotten` says so).
                     None if ended.find(hash, |e| *e == k).is_some() => Some(Change::Ended(k)),
                     None => None,

@@ -646,6 +646,24 @@ mod tests {
         assert_eq!(format_ts(s.ts_ms), "2026-01-02T02:04:05.678Z");
     }
 
+    /// Many brackets but little depth (the counting shortcut cannot decide) is accepted; depth
+    /// hidden among many brackets, or brackets inside strings, is judged by the walk.
+    #[test]
+    fn depth_is_judged_past_the_bracket_count() {
+        let wide = format!("[{}1]", "[1],".repeat(3 * MAX_DEPTH));
+        assert!(!depth_exceeds(wide.as_bytes(), MAX_DEPTH));
+        let quoted = format!(r#"["{}"]"#, "[{".repeat(MAX_DEPTH));
+        assert!(!depth_exceeds(quoted.as_bytes(), MAX_DEPTH));
+        let deep = format!(
+            "{}{}{}",
+            "[1],".repeat(MAX_DEPTH),
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        assert!(depth_exceeds(deep.as_bytes(), MAX_DEPTH));
+        assert!(!depth_exceeds(deep.as_bytes(), MAX_DEPTH + 1));
+    }
+
     #[test]
     fn epoch_millis_and_rfc3339_agree() {
         let a = decode(br#"{"v":1,"kind":"run_started","project_id":"p","run_id":"r","ts":1767225600000,"agent_name":"a"}"#).unwrap();

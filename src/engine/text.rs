@@ -534,14 +534,40 @@ pub fn feature_hashes(text: &str) -> Vec<u64> {
             fnv64_from(fnv64_from(h, b" "), b.as_bytes())
         }
     };
-    let mut f: Vec<(u64, &str, &str)> = toks.iter().map(|t| (hash(t, ""), *t, "")).collect();
-    f.extend(toks.windows(2).map(|p| (hash(p[0], p[1]), p[0], p[1])));
-    // Distinct by text (as `features`), compared by hash first: cheaper than by text.
+    let mut f: Vec<u64> = Vec::with_capacity(toks.len() * 2);
+    f.extend(toks.iter().map(|t| hash(t, "")));
+    f.extend(toks.windows(2).map(|p| hash(p[0], p[1])));
+    // Distinct by hash: the same as distinct by text but for a 64-bit collision, which would
+    // only merge two features of one text.
     f.sort_unstable();
     f.dedup();
-    // A new vector, not an in-place `into_iter` collect: that would keep this one's five
-    // times larger allocation, and the result is kept in run state.
-    f.iter().map(|(h, _, _)| *h).collect()
+    // Kept in run state: no spare capacity.
+    f.shrink_to_fit();
+    f
+}
+
+/// [`key64`] of one short name (a tool or an agent), memoised per thread: a fleet has few
+/// names and they recur on every step, so a lookup replaces a SHA-256. Pure like `key64`.
+pub fn name_key(domain: &'static str, name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    type Memo = hashbrown::HashTable<(&'static str, Box<str>, u64)>;
+    thread_local! {
+        static KEYS: std::cell::RefCell<Memo> = Default::default();
+    }
+    let hash = |d: &str, n: &str| rustc_hash::FxBuildHasher.hash_one((d, n));
+    KEYS.with_borrow_mut(|m| {
+        let h = hash(domain, name);
+        if let Some(e) = m.find(h, |e| e.0 == domain && *e.1 == *name) {
+            return e.2;
+        }
+        // Bounded: a hostile stream of distinct names costs a clear now and then, not memory.
+        if m.len() >= 4096 {
+            m.clear();
+        }
+        let k = key64(domain, &[name.as_bytes()]);
+        m.insert_unique(h, (domain, name.into(), k), |e| hash(e.0, &e.1));
+        k
+    })
 }
 
 /// First 8 bytes of SHA-256 with a domain tag, as a compact state key.
@@ -710,6 +736,22 @@ fn looks_generated(run: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_key_is_key64_whatever_the_memo_holds() {
+        for round in 0..2 {
+            for i in 0..5000 {
+                let n = format!("tool_{i}");
+                assert_eq!(
+                    name_key("tool", &n),
+                    key64("tool", &[n.as_bytes()]),
+                    "{round}"
+                );
+                assert_eq!(name_key("agent", &n), key64("agent", &[n.as_bytes()]));
+            }
+        }
+        assert_ne!(name_key("tool", "a"), name_key("agent", "a"));
+    }
 
     #[test]
     fn volatile_values_are_normalised() {

@@ -3,7 +3,7 @@
 use super::{DetectorConfig, ToolPolicy};
 use crate::contract::Step;
 use crate::engine::fingerprint::{canonical_string, Canonical};
-use crate::engine::text::{key64, normalize_error, Words};
+use crate::engine::text::{key64, name_key, normalize_error, Words};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -119,7 +119,7 @@ impl<'a> StepView<'a> {
                 c => c,
             },
         };
-        let tool_key = tool.map_or(0, |t| key64("tool", &[t.as_bytes()]));
+        let tool_key = tool.map_or(0, |t| name_key("tool", t));
         let action_key = fp64(canon.fps.canonical_input);
         let primary_key = match (tool, policy.and_then(|p| p.primary.as_deref())) {
             (Some(t), Some(ptr)) => match canon.input.pointer(ptr) {

@@ -299,3 +299,66 @@ fn compacted_changelog_restores_to_the_same_engine() {
         }
     }
 }
+
+/// Under `max_open_runs`, the run evicted is always the open run whose last event came longest
+/// ago (in partition events), checked against a model kept here from the input alone.
+#[test]
+fn eviction_takes_the_least_recently_active_run() {
+    use std::collections::BTreeMap;
+    // Simulated runs overlap in time (the corpus's mostly follow each other).
+    let args = eddy::simulate::SimulateArgs {
+        runs: 300,
+        loop_rate: 0.3,
+        seed: 11,
+        projects: 2,
+        start_ms: 1_767_225_600_000,
+        out: None,
+        unfinished_rate: 0.2,
+    };
+    let events: Vec<Event> = eddy::simulate::generate(&args)
+        .into_iter()
+        .map(|(_, _, l)| decode(l.as_bytes()).expect("simulator lines decode"))
+        .collect();
+    let cap = 20;
+    let cfg = Arc::new(EngineConfig {
+        max_open_runs: cap,
+        ..EngineConfig::default()
+    });
+    let mut e = PartitionEngine::new(cfg);
+    // run -> index of its last applied event, for runs the model believes open.
+    let mut open: BTreeMap<eddy::contract::RunKey, usize> = BTreeMap::new();
+    let mut evictions = 0;
+    for (i, ev) in events.iter().enumerate() {
+        let mut out = Vec::new();
+        let outcome = e.apply(ev, &mut out);
+        for o in &out {
+            if let OutputEvent::RunTerminated(t) = o {
+                let k = eddy::contract::RunKey {
+                    project_id: t.project_id.clone(),
+                    run_id: t.run_id.clone(),
+                };
+                if t.termination_reason == "evicted" {
+                    let oldest = open
+                        .iter()
+                        .filter(|(r, _)| **r != *ev.key())
+                        .min_by_key(|(_, at)| **at)
+                        .map(|(r, _)| r.clone());
+                    assert_eq!(Some(&k), oldest.as_ref(), "event {i}");
+                    evictions += 1;
+                }
+                open.remove(&k);
+            }
+        }
+        let ended = out.iter().any(|o| {
+            matches!(o, OutputEvent::RunTerminated(t) if t.run_id == ev.key().run_id && t.project_id == ev.key().project_id)
+        });
+        if !ended && !matches!(outcome, eddy::engine::Outcome::AfterEnd) {
+            open.insert(ev.key().clone(), i);
+        }
+        assert!(e.open_runs() <= cap);
+    }
+    assert!(
+        evictions > 10,
+        "the corpus must make the cap evict ({evictions})"
+    );
+}

@@ -87,8 +87,11 @@ pub struct PartitionEngine {
     runs: HashTable<Slot>,
     /// (last event ts, run) for the idle-timeout sweep, so a sweep costs O(expired) not O(runs).
     idle: BTreeSet<(i64, SharedKey)>,
-    /// (last event seq, run): eviction order when `max_open_runs` is reached.
-    lru: BTreeSet<(u64, SharedKey)>,
+    /// (event seq, run) for every event, oldest first: eviction order when `max_open_runs` is
+    /// reached. An entry is current only if it is its run's `last_seq`; the others are skipped
+    /// when met and dropped by [`Self::compact_lru`]. Appending beats keeping a sorted set
+    /// (a remove and an insert per event).
+    lru: VecDeque<(u64, SharedKey)>,
     meta: PartitionMeta,
     ended_set: HashTable<RunKey>,
     /// Runs changed since the last `take_changes` (for the changelog), in no order and possibly
@@ -125,7 +128,7 @@ impl PartitionEngine {
             cfg,
             runs: HashTable::new(),
             idle: BTreeSet::new(),
-            lru: BTreeSet::new(),
+            lru: VecDeque::new(),
             meta: PartitionMeta::default(),
             ended_set: HashTable::new(),
             dirty: Vec::new(),
@@ -195,9 +198,16 @@ impl PartitionEngine {
     fn make_room(&mut self, out: &mut Vec<OutputEvent>) {
         let cap = self.cfg.max_open_runs;
         while cap > 0 && self.runs.len() >= cap {
-            let Some((_, key)) = self.lru.pop_first() else {
+            let Some((seq, key)) = self.lru.pop_front() else {
                 break;
             };
+            let current = self
+                .runs
+                .find(hash_key(&key), |s| *s.key == *key)
+                .is_some_and(|s| s.state.last_seq == seq);
+            if !current {
+                continue;
+            }
             if let Some(slot) = self.take_run(&key) {
                 let mut state = slot.state;
                 self.idle.remove(&(state.last_ts, key.clone()));
@@ -226,6 +236,9 @@ impl PartitionEngine {
         let ts = ev.ts_ms();
         self.meta.seq += 1;
         let seq = self.meta.seq;
+        if self.lru.len() > 2 * self.runs.len() + 1024 {
+            self.compact_lru();
+        }
         let fresh = self.runs.find(hash, |s| *s.key == *key).is_none();
         if fresh {
             self.make_room(out);
@@ -245,7 +258,6 @@ impl PartitionEngine {
         let shared = slot.key.clone();
         if !fresh {
             self.idle.remove(&(slot.state.last_ts, shared.clone()));
-            self.lru.remove(&(slot.state.last_seq, shared.clone()));
         }
         if !slot.dirty {
             slot.dirty = true;
@@ -255,7 +267,9 @@ impl PartitionEngine {
         state.touch(ts);
         state.last_seq = seq;
         self.idle.insert((state.last_ts, shared.clone()));
-        self.lru.insert((seq, shared.clone()));
+        if self.cfg.max_open_runs > 0 {
+            self.lru.push_back((seq, shared.clone()));
+        }
         if self.rollups {
             if fresh {
                 rollup::start(state, ts);
@@ -305,7 +319,7 @@ impl PartitionEngine {
                 let slot = entry.remove().0;
                 let mut state = slot.state;
                 self.idle.remove(&(state.last_ts, shared.clone()));
-                self.lru.remove(&(state.last_seq, shared));
+                drop(shared);
                 let end = run::End::Finished(e);
                 self.close_minute(key, &mut state, &end);
                 out.push(OutputEvent::RunTerminated(terminated(key, &state, end)));
@@ -376,7 +390,6 @@ impl PartitionEngine {
             };
             if let Some(slot) = self.take_run(&key) {
                 let mut state = slot.state;
-                self.lru.remove(&(state.last_seq, key.clone()));
                 drop(slot.key);
                 let key = unshare(key);
                 let end = run::End::Idle {
@@ -501,11 +514,9 @@ impl PartitionEngine {
             if let Ok(e) = self.runs.find_entry(hash, |x| *x.key == k) {
                 let old = e.remove().0;
                 self.idle.remove(&(old.state.last_ts, old.key.clone()));
-                self.lru.remove(&(old.state.last_seq, old.key));
             }
             let k = Arc::new(k);
             self.idle.insert((s.last_ts, k.clone()));
-            self.lru.insert((s.last_seq, k.clone()));
             self.runs.insert_unique(
                 hash,
                 Slot {
@@ -516,6 +527,22 @@ impl PartitionEngine {
                 |x| hash_key(&x.key),
             );
         }
+        self.compact_lru();
+    }
+
+    /// Rebuild the eviction queue from the current entries only (one per open run).
+    fn compact_lru(&mut self) {
+        self.lru.clear();
+        if self.cfg.max_open_runs == 0 {
+            return;
+        }
+        let mut v: Vec<(u64, SharedKey)> = self
+            .runs
+            .iter()
+            .map(|s| (s.state.last_seq, s.key.clone()))
+            .collect();
+        v.sort_unstable_by_key(|e| e.0);
+        self.lru = v.into();
     }
 }
 

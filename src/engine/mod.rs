@@ -21,7 +21,8 @@ use hashbrown::HashTable;
 pub use run::RunState;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
@@ -85,8 +86,10 @@ pub struct PartitionEngine {
     /// States are boxed: the table then holds pointers, not ~1 KB states with a quarter of its
     /// slots empty.
     runs: HashTable<Slot>,
-    /// (last event ts, run) for the idle-timeout sweep, so a sweep costs O(expired) not O(runs).
-    idle: BTreeSet<(i64, SharedKey)>,
+    /// (last event ts, run), earliest first, for the idle-timeout sweep: a sweep costs
+    /// O(expired), not O(runs). Like `lru`, entries are only added; one is current only if it
+    /// is its open run's `last_ts`, and the others are skipped when met.
+    idle: BinaryHeap<Reverse<(i64, SharedKey)>>,
     /// (event seq, run) for every event, oldest first: eviction order when `max_open_runs` is
     /// reached. An entry is current only if it is its run's `last_seq`; the others are skipped
     /// when met and dropped by [`Self::compact_lru`]. Appending beats keeping a sorted set
@@ -127,7 +130,7 @@ impl PartitionEngine {
         Self {
             cfg,
             runs: HashTable::new(),
-            idle: BTreeSet::new(),
+            idle: BinaryHeap::new(),
             lru: VecDeque::new(),
             meta: PartitionMeta::default(),
             ended_set: HashTable::new(),
@@ -210,7 +213,6 @@ impl PartitionEngine {
             }
             if let Some(slot) = self.take_run(&key) {
                 let mut state = slot.state;
-                self.idle.remove(&(state.last_ts, key.clone()));
                 drop(slot.key);
                 let key = unshare(key);
                 let end = run::End::Evicted {
@@ -239,6 +241,9 @@ impl PartitionEngine {
         if self.lru.len() > 2 * self.runs.len() + 1024 {
             self.compact_lru();
         }
+        if self.idle.len() > 2 * self.runs.len() + 1024 {
+            self.compact_idle();
+        }
         let fresh = self.runs.find(hash, |s| *s.key == *key).is_none();
         if fresh {
             self.make_room(out);
@@ -256,9 +261,11 @@ impl PartitionEngine {
             unreachable!("run state inserted above")
         };
         let shared = slot.key.clone();
-        if !fresh {
-            self.idle.remove(&(slot.state.last_ts, shared.clone()));
-        }
+        let before = if fresh {
+            None
+        } else {
+            Some(slot.state.last_ts)
+        };
         if !slot.dirty {
             slot.dirty = true;
             self.dirty.push(shared.clone());
@@ -266,7 +273,9 @@ impl PartitionEngine {
         let state = &mut *slot.state;
         state.touch(ts);
         state.last_seq = seq;
-        self.idle.insert((state.last_ts, shared.clone()));
+        if self.cfg.idle_timeout_ms > 0 && before != Some(state.last_ts) {
+            self.idle.push(Reverse((state.last_ts, shared.clone())));
+        }
         if self.cfg.max_open_runs > 0 {
             self.lru.push_back((seq, shared.clone()));
         }
@@ -318,7 +327,6 @@ impl PartitionEngine {
                 };
                 let slot = entry.remove().0;
                 let mut state = slot.state;
-                self.idle.remove(&(state.last_ts, shared.clone()));
                 drop(shared);
                 let end = run::End::Finished(e);
                 self.close_minute(key, &mut state, &end);
@@ -381,13 +389,20 @@ impl PartitionEngine {
             return;
         }
         // Expire in (last_ts, key) order: deterministic for a given event sequence.
-        while let Some((last_ts, _)) = self.idle.first() {
+        while let Some(Reverse((last_ts, _))) = self.idle.peek() {
             if last_ts.saturating_add(timeout) >= wm {
                 break;
             }
-            let Some((last_ts, key)) = self.idle.pop_first() else {
+            let Some(Reverse((last_ts, key))) = self.idle.pop() else {
                 break;
             };
+            let current = self
+                .runs
+                .find(hash_key(&key), |s| *s.key == *key)
+                .is_some_and(|s| s.state.last_ts == last_ts);
+            if !current {
+                continue;
+            }
             if let Some(slot) = self.take_run(&key) {
                 let mut state = slot.state;
                 drop(slot.key);
@@ -513,10 +528,9 @@ impl PartitionEngine {
             // A key listed twice: the later state wins, as an insert into a map would.
             if let Ok(e) = self.runs.find_entry(hash, |x| *x.key == k) {
                 let old = e.remove().0;
-                self.idle.remove(&(old.state.last_ts, old.key.clone()));
+                drop(old);
             }
             let k = Arc::new(k);
-            self.idle.insert((s.last_ts, k.clone()));
             self.runs.insert_unique(
                 hash,
                 Slot {
@@ -528,6 +542,21 @@ impl PartitionEngine {
             );
         }
         self.compact_lru();
+        self.compact_idle();
+    }
+
+    /// Rebuild the idle heap from the current entries only (one per open run).
+    fn compact_idle(&mut self) {
+        self.idle.clear();
+        if self.cfg.idle_timeout_ms <= 0 {
+            return;
+        }
+        let v: Vec<Reverse<(i64, SharedKey)>> = self
+            .runs
+            .iter()
+            .map(|s| Reverse((s.state.last_ts, s.key.clone())))
+            .collect();
+        self.idle = v.into();
     }
 
     /// Rebuild the eviction queue from the current entries only (one per open run).

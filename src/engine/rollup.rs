@@ -90,10 +90,10 @@ pub struct Closed {
 
 /// A new run's first minute.
 pub fn start(state: &mut RunState, ts_ms: i64) {
-    state.minute = Some(Minute {
+    state.minute = Some(Box::new(Minute {
         started: true,
         ..Minute::new(bucket_of(ts_ms))
-    });
+    }));
 }
 
 /// The run's minute as of an event at `ts_ms`: a later minute closes the current one. (A run
@@ -101,9 +101,9 @@ pub fn start(state: &mut RunState, ts_ms: i64) {
 pub fn advance(key: &RunKey, state: &mut RunState, ts_ms: i64, out: &mut Vec<Closed>) {
     let b = bucket_of(ts_ms);
     match &mut state.minute {
-        None => state.minute = Some(Minute::new(b)),
+        None => state.minute = Some(Box::new(Minute::new(b))),
         Some(m) if b > m.bucket_ms => {
-            let done = std::mem::replace(m, Minute::new(b));
+            let done = std::mem::replace(&mut **m, Minute::new(b));
             out.push(Closed {
                 key: key.clone(),
                 agent_name: state.agent_name.clone(),
@@ -153,7 +153,7 @@ pub fn end(
         out.push(Closed {
             key: key.clone(),
             agent_name: state.agent_name.clone(),
-            minute: m,
+            minute: *m,
             ending: Some(Ending {
                 reason,
                 loop_detected: state.loop_detected,

@@ -28,9 +28,10 @@ pub struct RunState {
     /// The partition's event sequence number at this run's last event (eviction order).
     #[serde(default)]
     pub last_seq: u64,
-    /// The current minute's rollup contribution (only when the engine keeps rollups).
+    /// The current minute's rollup contribution (only when the engine keeps rollups; boxed,
+    /// so runs of an engine without them do not carry its 72 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub minute: Option<super::rollup::Minute>,
+    pub minute: Option<Box<super::rollup::Minute>>,
 }
 
 pub enum End<'a> {

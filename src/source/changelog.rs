@@ -254,6 +254,30 @@ mod tests {
         assert_eq!(back, Some(s));
     }
 
+    /// Windows shared between detectors in memory are still written one per detector, and a
+    /// record read back is written again byte for byte.
+    #[test]
+    fn records_are_rewritten_byte_for_byte() {
+        let (k, s) = live_state();
+        let (_, v) = encode(&Change::Upsert(k.clone(), &s), 7);
+        let v = v.expect("a value");
+        let rec: serde_json::Value = serde_json::from_slice(&v).unwrap();
+        let det = &rec["state"]["detectors"];
+        for (detector, window) in [
+            ("repeat", "window"),
+            ("cycle", "hist"),
+            ("neardup", "window"),
+            ("context", "outputs"),
+        ] {
+            let n = det[detector][window].as_array().map_or(0, Vec::len);
+            assert_eq!(n, 3, "{detector}.{window}: {}", det[detector]);
+        }
+        let (_, back) = decode_run(&v).expect("decodes");
+        let back = back.expect("open run");
+        let (_, again) = encode(&Change::Upsert(k, &back), 7);
+        assert_eq!(again.expect("a value"), v);
+    }
+
     /// A version 1 record (full MinHash signatures in the near-duplicate window) still restores
     /// during a rolling upgrade, and the run goes on detecting as before.
     #[test]

@@ -1,6 +1,7 @@
 //! Context pressure (loopcanary `context_pressure`): `tokens_in_context` over an absolute
 //! budget (a diagnostic warning that never corroborates: long healthy runs get there), or
 //! growing fast while tool outputs stay stuck (evidence of a loop that is also expensive).
+use super::history::{Call, History, CONTEXT};
 use super::{hex64, push_bounded, Finding, Latch, StepView};
 use crate::contract::Severity;
 use serde::{Deserialize, Serialize};
@@ -30,24 +31,70 @@ impl Default for ContextConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The recent outputs are the run's shared [`History`] (bit [`CONTEXT`]).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContextState {
+    samples: VecDeque<(u64, u64)>,
+    latch: Latch,
+}
+
+/// The state as records hold it: with its window of outputs.
+#[derive(Deserialize)]
+pub struct Record {
     samples: VecDeque<(u64, u64)>,
     outputs: VecDeque<u64>,
     latch: Latch,
+}
+
+impl Record {
+    pub fn restore(self, h: &mut History) -> ContextState {
+        for output in self.outputs {
+            h.restore(Call::new(0, 0, 0, output, 0, false), CONTEXT);
+        }
+        ContextState {
+            samples: self.samples,
+            latch: self.latch,
+        }
+    }
+}
+
+/// Serialises the state with its window, as [`Record`] reads it.
+pub struct Ser<'a>(pub &'a ContextState, pub &'a History);
+
+impl Serialize for Ser<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        struct Outputs<'a>(&'a History);
+        impl Serialize for Outputs<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.members(CONTEXT).map(|c| c.output))
+            }
+        }
+        let mut st = s.serialize_struct("ContextState", 3)?;
+        st.serialize_field("samples", &self.0.samples)?;
+        st.serialize_field("outputs", &Outputs(self.1))?;
+        st.serialize_field("latch", &self.0.latch)?;
+        st.end()
+    }
 }
 
 const ABS: u64 = 1;
 const RATE: u64 = 2;
 
 impl ContextState {
-    pub fn on_step(&mut self, cfg: &ContextConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+    pub fn on_step(
+        &mut self,
+        cfg: &ContextConfig,
+        v: &StepView<'_>,
+        hist: &mut History,
+        out: &mut Vec<Finding>,
+    ) {
         if !cfg.enabled {
             return;
         }
         let w = cfg.window.max(2);
         if v.counted_tool() {
-            push_bounded(&mut self.outputs, v.output_key, w);
+            hist.join(CONTEXT, w);
         }
         let Some(tokens) = v.step.tokens_in_context else {
             return;
@@ -72,10 +119,10 @@ impl ContextState {
         let ballooning = self.samples.len() >= w && {
             let (first, last) = (self.samples[0].1, self.samples[self.samples.len() - 1].1);
             let rate = last.saturating_sub(first) / (self.samples.len() as u64 - 1);
-            let distinct: BTreeSet<u64> = self.outputs.iter().copied().collect();
+            let distinct: BTreeSet<u64> = hist.members(CONTEXT).map(|c| c.output).collect();
             cfg.rate_threshold > 0
                 && rate >= cfg.rate_threshold
-                && self.outputs.len() >= w
+                && hist.len(CONTEXT) >= w
                 && distinct.len() <= cfg.max_distinct_outputs
         };
         if let Some(sev) = self.latch.rise(RATE, ballooning.then_some(Severity::Warn)) {

@@ -2,7 +2,8 @@
 //! different actions A→B(→C→D) repeating back to back, with the *same output on every leg*
 //! each time round. A read→edit→read→edit sequence whose reads change is progress and stays
 //! quiet. Blocks containing a repeatable tool (poll + sleep) need many more rounds.
-use super::{hex64, push_bounded, Finding, Latch, Levels, StepView};
+use super::history::{self, Call, History, CYCLE};
+use super::{hex64, Finding, Latch, Levels, StepView};
 use crate::engine::text::key64;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
@@ -30,8 +31,9 @@ impl Default for CycleConfig {
     }
 }
 
-/// Written as an array in field order (read from that or from the object of version 1
-/// records): the changelog then repeats no field names for every window entry.
+/// A window entry as records hold it. Written as an array in field order (read from that or
+/// from the object of version 1 records): the changelog then repeats no field names for every
+/// window entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 struct Leg {
     step: u64,
@@ -46,14 +48,63 @@ impl Serialize for Leg {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The window itself is the run's shared [`History`] (bit [`CYCLE`]).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CycleState {
+    latch: Latch,
+}
+
+/// The state as records hold it: with its window.
+#[derive(Deserialize)]
+pub struct Record {
     hist: VecDeque<Leg>,
     latch: Latch,
 }
 
+impl Record {
+    pub fn restore(self, h: &mut History) -> CycleState {
+        for l in self.hist {
+            h.restore(
+                Call::new(l.step, l.action, 0, l.output, 0, l.repeatable),
+                CYCLE,
+            );
+        }
+        CycleState { latch: self.latch }
+    }
+}
+
+/// Serialises the state with its window, as [`Record`] reads it.
+pub struct Ser<'a>(pub &'a CycleState, pub &'a History);
+
+impl Serialize for Ser<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        struct Hist<'a>(&'a History);
+        impl Serialize for Hist<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.members(CYCLE).map(|c| Leg {
+                    step: c.step,
+                    action: c.action,
+                    output: c.output,
+                    repeatable: c.repeatable,
+                }))
+            }
+        }
+        let mut st = s.serialize_struct("CycleState", 2)?;
+        st.serialize_field("hist", &Hist(self.1))?;
+        st.serialize_field("latch", &self.0.latch)?;
+        st.end()
+    }
+}
+
 impl CycleState {
-    pub fn on_step(&mut self, cfg: &CycleConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+    pub fn on_step(
+        &mut self,
+        cfg: &CycleConfig,
+        v: &StepView<'_>,
+        hist: &mut History,
+        out: &mut Vec<Finding>,
+    ) {
         if !cfg.enabled || !v.counted_tool() {
             return;
         }
@@ -64,17 +115,8 @@ impl CycleState {
             .max(cfg.repeatable.stop)
             .max(cfg.repeatable.alert)
             .max(2) as usize;
-        push_bounded(
-            &mut self.hist,
-            Leg {
-                step: v.step.step_index,
-                action: v.action_key,
-                output: v.output_key,
-                repeatable: v.class.tolerates_same_output(),
-            },
-            max_len * (max_rounds + 1),
-        );
-        let h = &self.hist;
+        hist.join(CYCLE, max_len * (max_rounds + 1));
+        let h: history::View<'_> = hist.view(CYCLE);
         let n = h.len();
         let mut matched = BTreeSet::new();
         for p in 2..=max_len {
@@ -84,7 +126,7 @@ impl CycleState {
             // The last `p` actions; `max_len` is at most 8, so no allocation per step.
             let mut block = [0u64; 8];
             for (i, a) in block[..p].iter_mut().enumerate() {
-                *a = h[n - p + i].action;
+                *a = h.get(n - p + i).action;
             }
             let acts = &block[..p];
             let distinct = acts.iter().any(|a| *a != acts[0]);
@@ -94,7 +136,7 @@ impl CycleState {
             // Matching legs walking back from the end.
             let mut run = 0;
             while run + p < n {
-                let (a, b) = (&h[n - 1 - run], &h[n - 1 - run - p]);
+                let (a, b) = (h.get(n - 1 - run), h.get(n - 1 - run - p));
                 if a.action != b.action || a.output != b.output {
                     break;
                 }
@@ -122,14 +164,14 @@ impl CycleState {
             // A waiting cycle (poll + sleep) is mostly polls; a cycle of failing mutations
             // with one status check in it (`git rebase` / `git status` / `git rebase --abort`)
             // is not.
-            let repeatable = 2 * (n - p..n).filter(|&i| h[i].repeatable).count() >= p;
+            let repeatable = 2 * (n - p..n).filter(|&i| h.get(i).repeatable).count() >= p;
             let levels = if repeatable {
                 cfg.repeatable
             } else {
                 cfg.normal
             };
             if let Some(sev) = self.latch.rise(key, levels.level(rounds)) {
-                let steps: Vec<u64> = (n - run - p..n).map(|i| h[i].step).collect();
+                let steps: Vec<u64> = (n - run - p..n).map(|i| h.get(i).step).collect();
                 out.push(Finding {
                     detector: "cycle",
                     severity: sev,

@@ -10,10 +10,10 @@
 //!   agent changes its edit after re-reading;
 //! * other failures: the 3rd identical failure with no new work in between alerts;
 //! * the same error with varying arguments (goose REP-002) trips too.
-use super::{hex64, FailClass, Finding, Latch, Levels, Progress, StepView};
+use super::{hex64, FailClass, Finding, Latch, Levels, Progress, StepView, VecMap};
 use crate::engine::text::key64;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -60,14 +60,15 @@ struct Streak {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FailureState {
-    by_op: BTreeMap<u64, Streak>,
-    by_error: BTreeMap<u64, Streak>,
+    /// Sorted vectors, not B-trees: a B-tree node holding one streak costs over a kilobyte.
+    by_op: VecMap<u64, Streak>,
+    by_error: VecMap<u64, Streak>,
     latch: Latch,
 }
 
 const CAP: usize = 64;
 
-fn evict(m: &mut BTreeMap<u64, Streak>) {
+fn evict(m: &mut VecMap<u64, Streak>) {
     while m.len() > CAP {
         let oldest = m.iter().min_by_key(|(k, s)| (s.last, **k)).map(|(k, _)| *k);
         match oldest {
@@ -125,8 +126,7 @@ impl FailureState {
         // Identical failures of the same call.
         let op = self
             .by_op
-            .entry(v.primary_key)
-            .or_insert_with(|| fresh(f.class));
+            .get_or_insert_with(v.primary_key, || fresh(f.class));
         let new_work =
             op.novel_at != novel && matches!(f.class, FailClass::Retryable | FailClass::Other);
         if op.error != f.error_key || new_work {
@@ -166,7 +166,7 @@ impl FailureState {
             "fail.err",
             &[&v.tool_key.to_le_bytes(), &f.error_key.to_le_bytes()],
         );
-        let agg = self.by_error.entry(ek).or_insert_with(|| fresh(f.class));
+        let agg = self.by_error.get_or_insert_with(ek, || fresh(f.class));
         if agg.class == FailClass::Other && agg.novel_at != novel {
             *agg = fresh(f.class);
         }

@@ -4,7 +4,7 @@
 //! LoopGuard, every leg of the cycle must also hand over the *same* thing as one round before
 //! (exact after normalisation, or near-identical for short messages), so a writer↔reviewer
 //! exchange whose drafts and reviews move on stays quiet.
-use super::{hex64, push_bounded, Finding, Latch, Levels, StepView};
+use super::{hex64, push_bounded, Finding, Latch, Lazy, Levels, StepView};
 use crate::engine::text::{feature_sig, key64, normalize_message, similarity};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
@@ -60,11 +60,53 @@ impl Serialize for Handoff {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Every step of a run with named agents sets `last_agent`; the cycle history and latch exist
+/// only in multi-agent runs, so they are boxed on first use. Serialised as one flat object.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "HandoffRecord")]
 pub struct HandoffState {
+    last_agent: Option<u64>,
+    cycles: Lazy<Cycles>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Cycles {
+    hist: VecDeque<Handoff>,
+    latch: Latch,
+}
+
+#[derive(Deserialize)]
+struct HandoffRecord {
     last_agent: Option<u64>,
     hist: VecDeque<Handoff>,
     latch: Latch,
+}
+
+impl From<HandoffRecord> for HandoffState {
+    fn from(r: HandoffRecord) -> Self {
+        let mut cycles = Lazy::default();
+        cycles.with(|c: &mut Cycles| {
+            c.hist = r.hist;
+            c.latch = r.latch;
+        });
+        Self {
+            last_agent: r.last_agent,
+            cycles,
+        }
+    }
+}
+
+impl Serialize for HandoffState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let empty = Cycles::default();
+        let c = self.cycles.get().unwrap_or(&empty);
+        let mut st = s.serialize_struct("HandoffState", 3)?;
+        st.serialize_field("last_agent", &self.last_agent)?;
+        st.serialize_field("hist", &c.hist)?;
+        st.serialize_field("latch", &c.latch)?;
+        st.end()
+    }
 }
 
 fn agent_key(name: &str) -> u64 {
@@ -103,6 +145,21 @@ impl HandoffState {
         if !changed || from == to {
             return;
         }
+        self.cycles
+            .with(|c| c.on_handoff(cfg, v, agent, from, to, out));
+    }
+}
+
+impl Cycles {
+    fn on_handoff(
+        &mut self,
+        cfg: &HandoffConfig,
+        v: &StepView<'_>,
+        agent: &str,
+        from: u64,
+        to: u64,
+        out: &mut Vec<Finding>,
+    ) {
         let text = normalize_message(&payload_text(v));
         let short = text.split_whitespace().count() <= cfg.short_words;
         let max_agents = cfg.max_agents.clamp(2, 8);

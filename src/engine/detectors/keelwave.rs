@@ -28,16 +28,41 @@ impl Default for KeelwaveConfig {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "KeelwaveRecord")]
 pub struct KeelwaveState {
     /// First 8 bytes of the fingerprint -> first step index (16 bytes per entry instead of a
     /// 64-char hex string; a 64-bit prefix collision is negligible at 4096 entries).
+    first: VecMap<u64, u64>,
+    fired: bool,
+}
+
+/// What a record holds, including `first_seen` (hex keys) from records written before `first`
+/// existed: converted on reading, so the state carries no field for them.
+#[derive(Deserialize)]
+struct KeelwaveRecord {
     #[serde(default)]
     first: VecMap<u64, u64>,
-    /// Changelog records written before `first` existed (hex keys); read, then converted.
-    #[serde(default, skip_serializing)]
+    #[serde(default)]
     first_seen: BTreeMap<String, u64>,
     #[serde(default)]
     fired: bool,
+}
+
+impl From<KeelwaveRecord> for KeelwaveState {
+    fn from(r: KeelwaveRecord) -> Self {
+        let mut first = r.first;
+        for (hexkey, step) in r.first_seen {
+            if let Ok(b) = hex::decode(&hexkey) {
+                if let Ok(fp) = <[u8; 32]>::try_from(b.as_slice()) {
+                    first.insert(prefix(&fp), step);
+                }
+            }
+        }
+        Self {
+            first,
+            fired: r.fired,
+        }
+    }
 }
 
 fn prefix(fp: &[u8; 32]) -> u64 {
@@ -55,15 +80,6 @@ impl KeelwaveState {
         let (true, Some(fp), Some(tool)) = (cfg.enabled, fps.raw, step.tool_name.as_deref()) else {
             return;
         };
-        if !self.first_seen.is_empty() {
-            for (hexkey, step) in std::mem::take(&mut self.first_seen) {
-                if let Ok(b) = hex::decode(&hexkey) {
-                    if let Ok(fp) = <[u8; 32]>::try_from(b.as_slice()) {
-                        self.first.insert(prefix(&fp), step);
-                    }
-                }
-            }
-        }
         let key = prefix(&fp);
         match self.first.get(&key) {
             Some(&first) if !self.fired => {

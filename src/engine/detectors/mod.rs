@@ -10,6 +10,7 @@ pub mod context;
 pub mod cycle;
 pub mod failure;
 pub mod handoff;
+pub mod history;
 pub mod keelwave;
 pub mod neardup;
 pub mod policy;
@@ -341,13 +342,17 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         match self.find(&k) {
             Ok(i) => Some(std::mem::replace(&mut self.0[i].1, v)),
             Err(i) => {
-                if self.0.len() == self.0.capacity() {
-                    // Grow by half rather than double: most of these stay small.
-                    self.0.reserve_exact((self.0.len() / 2).max(2));
-                }
+                self.grow();
                 self.0.insert(i, (k, v));
                 None
             }
+        }
+    }
+
+    fn grow(&mut self) {
+        if self.0.len() == self.0.capacity() {
+            // Grow by half rather than double: most of these stay small.
+            self.0.reserve_exact((self.0.len() / 2).max(2));
         }
     }
 
@@ -357,6 +362,22 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
 
     pub fn keys(&self) -> impl Iterator<Item = K> + '_ {
         self.0.iter().map(|(k, _)| *k)
+    }
+
+    pub fn get_or_insert_with(&mut self, k: K, v: impl FnOnce() -> V) -> &mut V {
+        let i = match self.find(&k) {
+            Ok(i) => i,
+            Err(i) => {
+                self.grow();
+                self.0.insert(i, (k, v()));
+                i
+            }
+        };
+        &mut self.0[i].1
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> + '_ {
+        self.0.iter().map(|(k, v)| (k, v))
     }
 }
 
@@ -375,42 +396,148 @@ impl<'de, K: Deserialize<'de> + Ord, V: Deserialize<'de>> Deserialize<'de> for V
 
 /// Rising-edge bookkeeping: the highest level already reported per pattern key. A level is
 /// reported once per crossing; a pattern that falls below its floor is forgotten (re-armed).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+///
+/// Kept as an exact-size sorted slice (16 bytes inline, nothing on the heap while empty): seven
+/// detectors have one per open run, nearly all of them empty, and entries change only when a
+/// finding fires or re-arms. Serialised like a `BTreeMap` under `fired`, as before.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Latch {
-    fired: VecMap<u64, Severity>,
+    fired: Box<[(u64, Severity)]>,
 }
 
 impl Latch {
     const CAP: usize = 256;
 
+    fn find(&self, k: u64) -> Result<usize, usize> {
+        self.fired.binary_search_by(|(x, _)| x.cmp(&k))
+    }
+
+    fn remove(&mut self, k: u64) {
+        if let Ok(i) = self.find(k) {
+            let mut v = std::mem::take(&mut self.fired).into_vec();
+            v.remove(i);
+            self.fired = v.into_boxed_slice();
+        }
+    }
+
     /// Returns the level to report, if `level` is above what was reported for `key`.
     pub fn rise(&mut self, key: u64, level: Option<Severity>) -> Option<Severity> {
         let Some(level) = level else {
-            self.fired.remove(&key);
+            self.remove(key);
             return None;
         };
-        match self.fired.get(&key) {
-            Some(prev) if *prev >= level => None,
-            _ => {
-                if self.fired.len() >= Self::CAP && !self.fired.contains_key(&key) {
+        match self.find(key) {
+            Ok(i) if self.fired[i].1 >= level => None,
+            Ok(i) => {
+                self.fired[i].1 = level;
+                Some(level)
+            }
+            Err(mut i) => {
+                let mut v = std::mem::take(&mut self.fired).into_vec();
+                if v.len() >= Self::CAP {
                     // Bounded: drop the smallest key (deterministic, order-independent).
-                    let smallest = self.fired.keys().next();
-                    if let Some(k) = smallest {
-                        self.fired.remove(&k);
-                    }
+                    v.remove(0);
+                    i = i.saturating_sub(1);
                 }
-                self.fired.insert(key, level);
+                v.insert(i, (key, level));
+                self.fired = v.into_boxed_slice();
                 Some(level)
             }
         }
     }
 
     pub fn rearm(&mut self, key: u64) {
-        self.fired.remove(&key);
+        self.remove(key);
     }
 
     pub fn keys(&self) -> Vec<u64> {
-        self.fired.keys().collect()
+        self.fired.iter().map(|(k, _)| *k).collect()
+    }
+}
+
+impl Serialize for Latch {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Fired<'a>(&'a [(u64, Severity)]);
+        impl Serialize for Fired<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+            }
+        }
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Latch", 1)?;
+        st.serialize_field("fired", &Fired(&self.fired))?;
+        st.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Latch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Record {
+            fired: BTreeMap<u64, Severity>,
+        }
+        let r = Record::deserialize(d)?;
+        Ok(Self {
+            fired: r.fired.into_iter().collect(),
+        })
+    }
+}
+
+/// A detector state that stays at its default for most runs, boxed only once it is not: 8
+/// bytes inline instead of the whole state. Serialised exactly as the state itself (a default
+/// one when absent), and compared as the state, so records and equality are unchanged.
+#[derive(Debug, Clone, Default)]
+pub struct Lazy<T>(Option<Box<T>>);
+
+impl<T: Default + PartialEq> Lazy<T> {
+    pub fn new(t: T) -> Self {
+        Self(if t == T::default() {
+            None
+        } else {
+            Some(Box::new(t))
+        })
+    }
+
+    /// Runs `f` on the state; a state still at its default afterwards is not allocated.
+    pub fn with<R>(&mut self, f: impl FnOnce(&mut T) -> R) -> R {
+        if let Some(b) = self.0.as_deref_mut() {
+            return f(b);
+        }
+        let mut t = T::default();
+        let r = f(&mut t);
+        if t != T::default() {
+            self.0 = Some(Box::new(t));
+        }
+        r
+    }
+
+    pub fn get(&self) -> Option<&T> {
+        self.0.as_deref()
+    }
+}
+
+impl<T: Default + PartialEq> PartialEq for Lazy<T> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self.get(), other.get()) {
+            (Some(a), Some(b)) => a == b,
+            (None, None) => true,
+            (Some(x), None) | (None, Some(x)) => *x == T::default(),
+        }
+    }
+}
+
+impl<T: Default + Serialize> Serialize for Lazy<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_deref() {
+            Some(t) => t.serialize(s),
+            None => T::default().serialize(s),
+        }
+    }
+}
+
+impl<'de, T: Default + PartialEq + Deserialize<'de>> Deserialize<'de> for Lazy<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        T::deserialize(d).map(Self::new)
     }
 }
 
@@ -484,21 +611,89 @@ impl Progress {
     }
 }
 
-/// All detector state of one run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// All detector state of one run. The windows of recent tool calls that several detectors
+/// keep are one shared [`history::History`]; records still hold each detector's own window
+/// (written from the history, read into it), so they are what they were.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "DetectorsRecord")]
 pub struct RunDetectors {
     pub keelwave: keelwave::KeelwaveState,
     pub progress: Progress,
     pub repeat: repeat::RepeatState,
     pub stall: stall::StallState,
-    pub failure: failure::FailureState,
+    /// Only runs with failures use it.
+    pub failure: Lazy<failure::FailureState>,
     pub cycle: cycle::CycleState,
     pub handoff: handoff::HandoffState,
     pub neardup: neardup::NearDupState,
-    pub content: content::ContentState,
-    pub context: context::ContextState,
+    /// Only runs with messages or thoughts use it.
+    pub content: Lazy<content::ContentState>,
+    /// Only runs reporting `tokens_in_context` use it (its window of outputs is the history's).
+    pub context: Lazy<context::ContextState>,
     pub budget: budget::BudgetState,
-    pub policy: policy::PolicyState,
+    /// Only runs with corroborating findings use it.
+    pub policy: Lazy<policy::PolicyState>,
+    history: history::History,
+}
+
+#[derive(Deserialize)]
+struct DetectorsRecord {
+    keelwave: keelwave::KeelwaveState,
+    progress: Progress,
+    repeat: repeat::Record,
+    stall: stall::Record,
+    failure: Lazy<failure::FailureState>,
+    cycle: cycle::Record,
+    handoff: handoff::HandoffState,
+    neardup: neardup::Record,
+    content: Lazy<content::ContentState>,
+    context: context::Record,
+    budget: budget::BudgetState,
+    policy: Lazy<policy::PolicyState>,
+}
+
+impl From<DetectorsRecord> for RunDetectors {
+    fn from(r: DetectorsRecord) -> Self {
+        let mut history = history::History::default();
+        Self {
+            keelwave: r.keelwave,
+            progress: r.progress,
+            repeat: r.repeat.restore(&mut history),
+            stall: r.stall.restore(&mut history),
+            failure: r.failure,
+            cycle: r.cycle.restore(&mut history),
+            handoff: r.handoff,
+            neardup: r.neardup.restore(&mut history),
+            content: r.content,
+            context: Lazy::new(r.context.restore(&mut history)),
+            budget: r.budget,
+            policy: r.policy,
+            history,
+        }
+    }
+}
+
+impl Serialize for RunDetectors {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let h = &self.history;
+        let mut st = s.serialize_struct("RunDetectors", 12)?;
+        st.serialize_field("keelwave", &self.keelwave)?;
+        st.serialize_field("progress", &self.progress)?;
+        st.serialize_field("repeat", &repeat::Ser(&self.repeat, h))?;
+        st.serialize_field("stall", &stall::Ser(&self.stall, h))?;
+        st.serialize_field("failure", &self.failure)?;
+        st.serialize_field("cycle", &cycle::Ser(&self.cycle, h))?;
+        st.serialize_field("handoff", &self.handoff)?;
+        st.serialize_field("neardup", &neardup::Ser(&self.neardup, h))?;
+        st.serialize_field("content", &self.content)?;
+        let no_context = context::ContextState::default();
+        let context = self.context.get().unwrap_or(&no_context);
+        st.serialize_field("context", &context::Ser(context, h))?;
+        st.serialize_field("budget", &self.budget)?;
+        st.serialize_field("policy", &self.policy)?;
+        st.end()
+    }
 }
 
 impl RunDetectors {
@@ -515,20 +710,36 @@ impl RunDetectors {
         // Progress counters first: detectors compare against the state *including* this step.
         let before = self.progress.counters();
         self.progress.observe(&v);
+        if v.counted_tool() {
+            self.history.push(history::Call::new(
+                step.step_index,
+                v.action_key,
+                v.primary_key,
+                v.output_key,
+                self.progress.novel_actions,
+                v.class.tolerates_same_output(),
+            ));
+        }
         self.keelwave.on_step(&cfg.keelwave, step, &canon.fps, out);
         self.budget.on_step(&cfg.budget, &v, out);
-        self.failure.on_step(&cfg.failure, &v, &before, out);
-        self.repeat
-            .on_step(&cfg.repeat, &v, &before, &self.progress, out);
-        self.stall.on_step(&cfg.stall, &v, out);
-        self.cycle.on_step(&cfg.cycle, &v, out);
-        self.neardup.on_step(&cfg.neardup, &v, out);
+        self.failure
+            .with(|f| f.on_step(&cfg.failure, &v, &before, out));
+        let h = &mut self.history;
+        self.repeat.on_step(&cfg.repeat, &v, &before, h, out);
+        self.stall.on_step(&cfg.stall, &v, h, out);
+        self.cycle.on_step(&cfg.cycle, &v, h, out);
+        self.neardup
+            .on_step(&cfg.neardup, &v, &mut self.history, out);
         self.handoff.on_step(&cfg.handoff, &v, out);
+        let now = &self.progress;
         self.content
-            .on_step(&cfg.content, &v, &before, &self.progress, out);
-        self.context.on_step(&cfg.context, &v, out);
+            .with(|c| c.on_step(&cfg.content, &v, &before, now, out));
+        let h = &mut self.history;
+        self.context.with(|c| c.on_step(&cfg.context, &v, h, out));
+        self.history.settle();
+        let seq = self.progress.seq;
         self.policy
-            .apply(&cfg.policy, self.progress.seq, &mut out[start..]);
+            .with(|p| p.apply(&cfg.policy, seq, &mut out[start..]));
     }
 }
 

@@ -3,7 +3,8 @@
 //! what they ask). A cluster of similar calls to one tool counts only when their outputs are
 //! stagnant too: the same failure, empty results, or the same non-trivial data. Paginated
 //! reads and queries whose results change never form a cluster.
-use super::{hex64, push_bounded, FailClass, Finding, Latch, Levels, OutKind, StepView};
+use super::history::{self, History, NEARDUP};
+use super::{hex64, FailClass, Finding, Latch, Levels, OutKind, StepView};
 use crate::engine::text::{feature_hashes, minhash_of, normalize_message, similarity, Words};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -46,48 +47,23 @@ impl Default for NearDupConfig {
 /// What a call's MinHash signature is computed from, kept in the smaller form. Most tool
 /// arguments have one to a few features, and a window of full signatures (128 bytes each) was
 /// the largest part of a run's state; the signature is recomputed, exactly, only when a call of
-/// the same tool with a stagnant result is compared against it.
+/// the same tool with a stagnant result is compared against it. This is the records' form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 enum Sig {
     /// The signature itself (also what records written before `Features` hold).
     Full(Vec<u32>),
-    /// The feature hashes ([`feature_hashes`]), when there are at most [`Sig::MAX_FEATURES`].
+    /// The feature hashes ([`feature_hashes`]), when there are at most [`MAX_FEATURES`].
     Features { f: Vec<u64> },
 }
 
-impl Sig {
-    const MAX_FEATURES: usize = 8;
+const MAX_FEATURES: usize = 8;
 
-    fn of(hashes: Vec<u64>) -> Self {
-        if hashes.len() <= Self::MAX_FEATURES {
-            Sig::Features { f: hashes }
-        } else {
-            Sig::Full(minhash_of(hashes))
-        }
-    }
-
-    fn full(&self) -> Cow<'_, [u32]> {
-        match self {
-            Sig::Full(s) => Cow::Borrowed(s),
-            Sig::Features { f } => Cow::Owned(minhash_of(f.iter().copied())),
-        }
-    }
-
-    /// [`similarity`] of the two signatures; `other_full` is `other.full()`.
-    fn similarity<'a>(&self, other: &Sig, other_full: impl FnOnce() -> &'a [u32]) -> f64 {
-        match (self, other) {
-            // The same features give the same signature: all of its slots agree.
-            (Sig::Features { f: a }, Sig::Features { f: b }) if a == b => 1.0,
-            _ => similarity(&self.full(), other_full()),
-        }
-    }
-}
-
-/// Written as an array in field order (read from that or from the object of version 1
-/// records): the changelog then repeats no field names for every window entry.
+/// A window entry as records hold it. Written as an array in field order (read from that or
+/// from the object of version 1 records): the changelog then repeats no field names for every
+/// window entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-struct Call {
+struct CallRecord {
     step: u64,
     tool: u64,
     action: u64,
@@ -97,7 +73,7 @@ struct Call {
     sig: Sig,
 }
 
-impl Serialize for Call {
+impl Serialize for CallRecord {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         (
             &self.step,
@@ -111,10 +87,189 @@ impl Serialize for Call {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// A window entry: the step and action are the shared [`History`]'s (bit [`NEARDUP`]), the
+/// signature is `len` values of [`NearDupState::sigs`], the rest is here; one entry per call
+/// of that window and in its order.
+#[derive(Debug, Clone, PartialEq)]
+struct Slot {
+    tool: u64,
+    /// Error key for failures, output key otherwise.
+    result: u64,
+    len: u32,
+    kind: OutKind,
+    full: bool,
+}
+
+/// A call as compared: a window entry with its signature, or the current call.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    tool: u64,
+    result: u64,
+    kind: OutKind,
+    /// `sig` is the full signature, else the feature hashes as (low, high) halves.
+    full: bool,
+    sig: &'a [u32],
+}
+
+/// `sig` as stored: (full, values).
+fn encode(sig: Sig) -> (bool, Vec<u32>) {
+    match sig {
+        Sig::Full(s) => (true, s),
+        Sig::Features { f } => (
+            false,
+            f.iter()
+                .flat_map(|h| [*h as u32, (h >> 32) as u32])
+                .collect(),
+        ),
+    }
+}
+
+impl Call<'_> {
+    fn features(&self) -> impl Iterator<Item = u64> + '_ {
+        self.sig
+            .chunks_exact(2)
+            .map(|p| u64::from(p[0]) | (u64::from(p[1]) << 32))
+    }
+
+    fn record_sig(&self) -> Sig {
+        if self.full {
+            Sig::Full(self.sig.to_vec())
+        } else {
+            Sig::Features {
+                f: self.features().collect(),
+            }
+        }
+    }
+
+    fn full_sig(&self) -> Cow<'_, [u32]> {
+        if self.full {
+            Cow::Borrowed(self.sig)
+        } else {
+            Cow::Owned(minhash_of(self.features()))
+        }
+    }
+
+    /// [`similarity`] of the two signatures; `other_full` is `other.full_sig()`.
+    fn similarity<'a>(&self, other: &Call<'_>, other_full: impl FnOnce() -> &'a [u32]) -> f64 {
+        if !self.full && !other.full && self.sig == other.sig {
+            // The same features give the same signature: all of its slots agree.
+            return 1.0;
+        }
+        similarity(&self.full_sig(), other_full())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct NearDupState {
-    window: VecDeque<Call>,
+    window: VecDeque<Slot>,
+    /// The window's signatures end to end, oldest first: one allocation instead of one per
+    /// entry.
+    sigs: Vec<u32>,
     latch: Latch,
+}
+
+impl NearDupState {
+    fn entries(&self) -> impl Iterator<Item = Call<'_>> + '_ {
+        let mut at = 0usize;
+        self.window.iter().map(move |s| {
+            let end = at.saturating_add(s.len as usize);
+            let sig = self.sigs.get(at..end).unwrap_or_default();
+            at = end;
+            Call {
+                tool: s.tool,
+                result: s.result,
+                kind: s.kind,
+                full: s.full,
+                sig,
+            }
+        })
+    }
+
+    /// Append an entry after `evicted` of the oldest left the window (of at most `cap`).
+    fn push(&mut self, evicted: usize, cap: usize, c: &Call<'_>) {
+        for _ in 0..evicted {
+            if let Some(old) = self.window.pop_front() {
+                let n = (old.len as usize).min(self.sigs.len());
+                self.sigs.drain(..n);
+            }
+        }
+        let len = self.window.len();
+        if len == self.window.capacity() {
+            // Grow by half up to the bound, not double: one window per open run.
+            let want = (len + len / 2).max(4).min(cap).max(len + 1);
+            self.window.reserve_exact(want - len);
+        }
+        self.window.push_back(Slot {
+            tool: c.tool,
+            result: c.result,
+            len: c.sig.len() as u32,
+            kind: c.kind,
+            full: c.full,
+        });
+        if self.sigs.capacity() < self.sigs.len() + c.sig.len() {
+            self.sigs.reserve_exact(c.sig.len() + self.sigs.len() / 4);
+        }
+        self.sigs.extend_from_slice(c.sig);
+    }
+}
+
+/// The state as records hold it: with whole window entries.
+#[derive(Deserialize)]
+pub struct Record {
+    window: VecDeque<CallRecord>,
+    latch: Latch,
+}
+
+impl Record {
+    pub fn restore(self, h: &mut History) -> NearDupState {
+        let mut state = NearDupState {
+            latch: self.latch,
+            ..NearDupState::default()
+        };
+        for c in self.window {
+            h.restore(
+                history::Call::new(c.step, c.action, 0, 0, 0, false),
+                NEARDUP,
+            );
+            let (full, sig) = encode(c.sig);
+            let call = Call {
+                tool: c.tool,
+                result: c.result,
+                kind: c.kind,
+                full,
+                sig: &sig,
+            };
+            state.push(0, usize::MAX, &call);
+        }
+        state
+    }
+}
+
+/// Serialises the state with whole window entries, as [`Record`] reads it.
+pub struct Ser<'a>(pub &'a NearDupState, pub &'a History);
+
+impl Serialize for Ser<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        struct Window<'a>(&'a NearDupState, &'a History);
+        impl Serialize for Window<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let calls = self.1.members(NEARDUP).zip(self.0.entries());
+                s.collect_seq(calls.map(|(h, c)| CallRecord {
+                    step: h.step,
+                    tool: c.tool,
+                    action: h.action,
+                    kind: c.kind,
+                    result: c.result,
+                    sig: c.record_sig(),
+                }))
+            }
+        }
+        let mut st = s.serialize_struct("NearDupState", 2)?;
+        st.serialize_field("window", &Window(self.0, self.1))?;
+        st.serialize_field("latch", &self.0.latch)?;
+        st.end()
+    }
 }
 
 fn arg_text(v: &Value, out: &mut String) {
@@ -135,7 +290,7 @@ fn arg_text(v: &Value, out: &mut String) {
     }
 }
 
-fn stagnant(a: &Call, b: &Call) -> bool {
+fn stagnant(a: &Call<'_>, b: &Call<'_>) -> bool {
     match (a.kind, b.kind) {
         (OutKind::Failure, OutKind::Failure) => a.result == b.result,
         (OutKind::Empty, OutKind::Empty) => true,
@@ -145,7 +300,13 @@ fn stagnant(a: &Call, b: &Call) -> bool {
 }
 
 impl NearDupState {
-    pub fn on_step(&mut self, cfg: &NearDupConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+    pub fn on_step(
+        &mut self,
+        cfg: &NearDupConfig,
+        v: &StepView<'_>,
+        hist: &mut History,
+        out: &mut Vec<Finding>,
+    ) {
         if !cfg.enabled || !v.counted_tool() || v.class.is_repeatable() {
             return;
         }
@@ -159,16 +320,22 @@ impl NearDupState {
         arg_text(&v.canon.input, &mut text);
         let hashes = feature_hashes(&normalize_message(&text));
         let features = hashes.len();
-        let sig = Sig::of(hashes);
+        let sig = if features <= MAX_FEATURES {
+            Sig::Features { f: hashes }
+        } else {
+            Sig::Full(minhash_of(hashes))
+        };
         // Needed only if some call of the same tool has a stagnant result too.
         let full: std::cell::OnceCell<Vec<u32>> = std::cell::OnceCell::new();
+        let (cur_step, cur_action) = (v.step.step_index, v.action_key);
+        let result = v.failure.as_ref().map_or(v.output_key, |f| f.error_key);
+        let (full_now, cur_sig) = encode(sig);
         let cur = Call {
-            step: v.step.step_index,
             tool: v.tool_key,
-            action: v.action_key,
+            result,
             kind: v.out_kind,
-            result: v.failure.as_ref().map_or(v.output_key, |f| f.error_key),
-            sig,
+            full: full_now,
+            sig: &cur_sig,
         };
         let rich = cfg.rich_data_words > 0 && cur.kind == OutKind::Data && {
             let w = Words::of(&v.canon.output_text);
@@ -177,10 +344,10 @@ impl NearDupState {
             ws.dedup();
             ws.len() >= cfg.rich_data_words
         };
-        let cluster: Vec<&Call> = self
-            .window
-            .iter()
-            .filter(|c| {
+        let cluster: Vec<(&history::Call, Call<'_>)> = hist
+            .members(NEARDUP)
+            .zip(self.entries())
+            .filter(|(_, c)| {
                 let min = if cur.kind == OutKind::Data && !rich {
                     cfg.similarity_data
                 } else {
@@ -188,17 +355,16 @@ impl NearDupState {
                 };
                 c.tool == cur.tool
                     && stagnant(c, &cur)
-                    && c.sig.similarity(&cur.sig, || {
-                        full.get_or_init(|| cur.sig.full().into_owned())
-                    }) >= min
+                    && c.similarity(&cur, || full.get_or_init(|| cur.full_sig().into_owned()))
+                        >= min
             })
             .collect();
-        let mut steps: Vec<u64> = cluster.iter().map(|c| c.step).collect();
-        steps.push(cur.step);
+        let mut steps: Vec<u64> = cluster.iter().map(|(h, _)| h.step).collect();
+        steps.push(cur_step);
         let inputs: BTreeSet<u64> = cluster
             .iter()
-            .map(|c| c.action)
-            .chain([cur.action])
+            .map(|(h, _)| h.action)
+            .chain([cur_action])
             .collect();
         let hits = steps.len() as u32;
         // Exact repeats are `repeated_operation`'s; this detector is about paraphrases.
@@ -230,6 +396,8 @@ impl NearDupState {
                 corroborating: true,
             });
         }
-        push_bounded(&mut self.window, cur, cfg.window.max(1));
+        let cap = cfg.window.max(1);
+        let evicted = hist.join(NEARDUP, cap);
+        self.push(evicted, cap, &cur);
     }
 }

@@ -5,6 +5,7 @@
 use super::Finding;
 use crate::contract::Severity;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,7 +29,38 @@ impl Default for PolicyConfig {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PolicyState {
-    recent: VecDeque<(String, u64)>,
+    /// Detector names are static; one read from a record is mapped back to its static name, so
+    /// entries own no string (only a name this version does not know would).
+    #[serde(deserialize_with = "static_names")]
+    recent: VecDeque<(Cow<'static, str>, u64)>,
+}
+
+const DETECTORS: [&str; 10] = [
+    "repeated_operation",
+    "no_progress",
+    "repeated_failure",
+    "cycle",
+    "near_duplicate",
+    "handoff_cycle",
+    "content_repetition",
+    "context_pressure",
+    "keelwave_fingerprint",
+    "budget",
+];
+
+fn static_names<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<VecDeque<(Cow<'static, str>, u64)>, D::Error> {
+    let v = VecDeque::<(String, u64)>::deserialize(d)?;
+    Ok(v.into_iter()
+        .map(|(n, s)| {
+            let name = match DETECTORS.iter().find(|d| **d == n) {
+                Some(d) => Cow::Borrowed(*d),
+                None => Cow::Owned(n),
+            };
+            (name, s)
+        })
+        .collect())
 }
 
 impl PolicyState {
@@ -50,7 +82,7 @@ impl PolicyState {
             let by: Vec<String> = self
                 .recent
                 .iter()
-                .map(|(d, _)| d.as_str())
+                .map(|(d, _)| d.as_ref())
                 .chain(now.iter().copied())
                 .filter(|d| *d != f.detector)
                 .map(str::to_string)
@@ -74,7 +106,7 @@ impl PolicyState {
             }
         }
         for d in now {
-            self.recent.push_back((d.to_string(), seq));
+            self.recent.push_back((Cow::Borrowed(d), seq));
         }
         while self.recent.len() > 32 {
             self.recent.pop_front();

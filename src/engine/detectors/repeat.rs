@@ -3,7 +3,8 @@
 //! same call with a different output is progress: it purges that call's older entries and
 //! re-arms its warnings (loopctl's rule), so a poll that finally changes is never flagged.
 //! Failed calls are left to `repeated_failure`, which knows retry semantics.
-use super::{hex64, push_bounded, Finding, Latch, Levels, Progress, StepView};
+use super::history::{Call, History, REPEAT};
+use super::{hex64, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
 use crate::engine::text::key64;
 use serde::{Deserialize, Serialize};
@@ -67,10 +68,52 @@ impl Serialize for Entry {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The window itself is the run's shared [`History`] (bit [`REPEAT`]).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RepeatState {
+    latch: Latch,
+}
+
+/// The state as records hold it: with its window.
+#[derive(Deserialize)]
+pub struct Record {
     window: VecDeque<Entry>,
     latch: Latch,
+}
+
+impl Record {
+    pub fn restore(self, h: &mut History) -> RepeatState {
+        for e in self.window {
+            let c = Call::new(e.step, 0, e.primary, e.output, e.work, e.repeatable);
+            h.restore(c, REPEAT);
+        }
+        RepeatState { latch: self.latch }
+    }
+}
+
+/// Serialises the state with its window, as [`Record`] reads it.
+pub struct Ser<'a>(pub &'a RepeatState, pub &'a History);
+
+impl Serialize for Ser<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        struct Window<'a>(&'a History);
+        impl Serialize for Window<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.members(REPEAT).map(|c| Entry {
+                    step: c.step,
+                    primary: c.primary,
+                    output: c.output,
+                    repeatable: c.repeatable,
+                    work: c.work(),
+                }))
+            }
+        }
+        let mut st = s.serialize_struct("RepeatState", 2)?;
+        st.serialize_field("window", &Window(self.1))?;
+        st.serialize_field("latch", &self.0.latch)?;
+        st.end()
+    }
 }
 
 fn op_key(primary: u64, output: u64) -> u64 {
@@ -83,7 +126,7 @@ impl RepeatState {
         cfg: &RepeatConfig,
         v: &StepView<'_>,
         before: &Progress,
-        now: &Progress,
+        hist: &mut History,
         out: &mut Vec<Finding>,
     ) {
         if !cfg.enabled || !v.counted_tool() || v.failure.is_some() {
@@ -91,42 +134,36 @@ impl RepeatState {
         }
         let repeatable = v.class.tolerates_same_output();
         // New work since the previous occurrence of this very operation: start over.
-        let same = |e: &Entry| e.primary == v.primary_key && e.output == v.output_key;
+        let same = |e: &Call| e.primary == v.primary_key && e.output == v.output_key;
         if cfg.reset_after_new_actions > 0 {
-            let last_work = self.window.iter().rev().find(|e| same(e)).map(|e| e.work);
+            let last_work = hist
+                .members(REPEAT)
+                .rev()
+                .find(|e| same(e))
+                .map(|e| e.work());
             if last_work.is_some_and(|w| {
                 before.novel_actions.saturating_sub(w) >= cfg.reset_after_new_actions
             }) {
-                self.window.retain(|e| !same(e));
+                hist.leave(REPEAT, same);
                 self.latch.rearm(op_key(v.primary_key, v.output_key));
             }
         }
         // Progress: the same call answered differently. Forget its stale entries and warnings.
-        let stale: Vec<u64> = self
-            .window
-            .iter()
-            .filter(|e| e.primary == v.primary_key && e.output != v.output_key)
+        let stale_entry = |e: &Call| e.primary == v.primary_key && e.output != v.output_key;
+        let stale: Vec<u64> = hist
+            .members(REPEAT)
+            .filter(|e| stale_entry(e))
             .map(|e| op_key(e.primary, e.output))
             .collect();
         if !stale.is_empty() {
-            self.window
-                .retain(|e| !(e.primary == v.primary_key && e.output != v.output_key));
+            hist.leave(REPEAT, stale_entry);
             for k in stale {
                 self.latch.rearm(k);
             }
         }
+        // The current call (pushed with `work` = novel actions after this step) joins.
         let cap = cfg.window.max(cfg.window_repeatable).max(1);
-        push_bounded(
-            &mut self.window,
-            Entry {
-                step: v.step.step_index,
-                primary: v.primary_key,
-                output: v.output_key,
-                repeatable,
-                work: now.novel_actions,
-            },
-            cap,
-        );
+        hist.join(REPEAT, cap);
         let levels = v.policy.and_then(|p| p.repeat).unwrap_or(if repeatable {
             cfg.repeatable
         } else {
@@ -137,10 +174,9 @@ impl RepeatState {
         } else {
             cfg.window
         };
-        let start = self.window.len().saturating_sub(window);
-        let steps: Vec<u64> = self
-            .window
-            .iter()
+        let start = hist.len(REPEAT).saturating_sub(window);
+        let steps: Vec<u64> = hist
+            .members(REPEAT)
             .skip(start)
             .filter(|e| e.primary == v.primary_key && e.output == v.output_key)
             .map(|e| e.step)
@@ -158,13 +194,12 @@ impl RepeatState {
         let ops: Vec<u64> = if others.is_empty() {
             Vec::new()
         } else {
-            self.window
-                .iter()
+            hist.members(REPEAT)
                 .map(|e| op_key(e.primary, e.output))
                 .collect()
         };
         for k in others {
-            let (n, rep) = self.count(k, &ops, cfg);
+            let (n, rep) = count(hist, k, &ops, cfg);
             let floor = if rep {
                 cfg.repeatable.floor()
             } else {
@@ -203,28 +238,28 @@ impl RepeatState {
             });
         }
     }
+}
 
-    /// `ops[i]` is the operation key of window entry `i`.
-    fn count(&self, key: u64, ops: &[u64], cfg: &RepeatConfig) -> (u32, bool) {
-        let mut n = 0u32;
-        let mut rep = false;
-        let len = self.window.len();
-        for (i, (e, op)) in self.window.iter().zip(ops).enumerate() {
-            if *op != key {
-                continue;
-            }
-            let w = if e.repeatable {
-                cfg.window_repeatable
-            } else {
-                cfg.window
-            };
-            if i + w >= len {
-                n += 1;
-                rep = e.repeatable;
-            }
+/// `ops[i]` is the operation key of window entry `i`.
+fn count(hist: &History, key: u64, ops: &[u64], cfg: &RepeatConfig) -> (u32, bool) {
+    let mut n = 0u32;
+    let mut rep = false;
+    let len = hist.len(REPEAT);
+    for (i, (e, op)) in hist.members(REPEAT).zip(ops).enumerate() {
+        if *op != key {
+            continue;
         }
-        (n, rep)
+        let w = if e.repeatable {
+            cfg.window_repeatable
+        } else {
+            cfg.window
+        };
+        if i + w >= len {
+            n += 1;
+            rep = e.repeatable;
+        }
     }
+    (n, rep)
 }
 
 pub fn tail(v: &[u64], n: usize) -> Vec<u64> {

@@ -3,7 +3,8 @@
 //! is what keeps batch jobs quiet: ten different files moved, each answered `{"ok": true}`,
 //! is work, not a stall. Repeatable tools and retryable/recoverable failures are left out
 //! (their own rules judge them). A weak signal: it warns, and corroborates other detectors.
-use super::{hex64, push_bounded, FailClass, Finding, Latch, StepView};
+use super::history::{Call, History, STALL};
+use super::{hex64, FailClass, Finding, Latch, StepView};
 use crate::contract::Severity;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
@@ -30,14 +31,55 @@ impl Default for StallConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The window itself is the run's shared [`History`] (bit [`STALL`]).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StallState {
+    latch: Latch,
+}
+
+/// The state as records hold it: with its window of (step, action, output).
+#[derive(Deserialize)]
+pub struct Record {
     window: VecDeque<(u64, u64, u64)>,
     latch: Latch,
 }
 
+impl Record {
+    pub fn restore(self, h: &mut History) -> StallState {
+        for (step, action, output) in self.window {
+            h.restore(Call::new(step, action, 0, output, 0, false), STALL);
+        }
+        StallState { latch: self.latch }
+    }
+}
+
+/// Serialises the state with its window, as [`Record`] reads it.
+pub struct Ser<'a>(pub &'a StallState, pub &'a History);
+
+impl Serialize for Ser<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        struct Window<'a>(&'a History);
+        impl Serialize for Window<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.members(STALL).map(|c| (c.step, c.action, c.output)))
+            }
+        }
+        let mut st = s.serialize_struct("StallState", 2)?;
+        st.serialize_field("window", &Window(self.1))?;
+        st.serialize_field("latch", &self.0.latch)?;
+        st.end()
+    }
+}
+
 impl StallState {
-    pub fn on_step(&mut self, cfg: &StallConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+    pub fn on_step(
+        &mut self,
+        cfg: &StallConfig,
+        v: &StepView<'_>,
+        hist: &mut History,
+        out: &mut Vec<Finding>,
+    ) {
         if !cfg.enabled || !v.counted_tool() || v.class.is_repeatable() {
             return;
         }
@@ -47,21 +89,18 @@ impl StallState {
         ) {
             return;
         }
-        push_bounded(
-            &mut self.window,
-            (v.step.step_index, v.action_key, v.output_key),
-            cfg.window.max(2),
-        );
-        if self.window.len() < cfg.window.max(2) {
+        hist.join(STALL, cfg.window.max(2));
+        if hist.len(STALL) < cfg.window.max(2) {
             return;
         }
-        let outs: BTreeSet<u64> = self.window.iter().map(|e| e.2).collect();
-        let acts: BTreeSet<u64> = self.window.iter().map(|e| e.1).collect();
+        let window = hist.members(STALL);
+        let outs: BTreeSet<u64> = window.clone().map(|e| e.output).collect();
+        let acts: BTreeSet<u64> = window.clone().map(|e| e.action).collect();
         let stalled =
             outs.len() <= cfg.max_distinct_outputs && acts.len() <= cfg.max_distinct_actions;
         let level = stalled.then_some(Severity::Warn);
         if let Some(sev) = self.latch.rise(0, level) {
-            let steps: Vec<u64> = self.window.iter().map(|e| e.0).collect();
+            let steps: Vec<u64> = window.clone().map(|e| e.step).collect();
             let key = outs.iter().fold(0u64, |a, x| a ^ x);
             // The stall began where the output that dominates the window first appeared, not at
             // the window's edge (which may still hold the last productive step).
@@ -69,15 +108,14 @@ impl StallState {
                 .iter()
                 .copied()
                 .max_by_key(|o| {
-                    let n = self.window.iter().filter(|e| e.2 == *o).count();
+                    let n = window.clone().filter(|e| e.output == *o).count();
                     (n, std::cmp::Reverse(*o))
                 })
                 .unwrap_or_default();
-            let began = self
-                .window
-                .iter()
-                .find(|e| e.2 == dominant)
-                .map_or(steps[0], |e| e.0);
+            let began = window
+                .clone()
+                .find(|e| e.output == dominant)
+                .map_or(steps[0], |e| e.step);
             out.push(Finding {
                 detector: "no_progress",
                 severity: sev,

@@ -278,6 +278,43 @@ mod tests {
         assert_eq!(again.expect("a value"), v);
     }
 
+    /// Failed calls (whose near-duplicate entries keep their error, not their output) and
+    /// data outputs restore to an equal state and are written again byte for byte.
+    #[test]
+    fn failures_and_progress_round_trip() {
+        let mut e = PartitionEngine::new(Arc::new(EngineConfig::default()));
+        let mut out = Vec::new();
+        for i in 0..12 {
+            let (ok, output) = match i % 3 {
+                0 => ("false", r#""error: column does not exist""#.to_string()),
+                1 => ("true", format!(r#"{{"rows":[{i}],"name":"x{i}"}}"#)),
+                _ => ("true", r#"{"rows":[1]}"#.to_string()),
+            };
+            let line = format!(
+                r#"{{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":{i},"step_index":{i},"step_type":"tool_call","tool_name":"db_query","tool_input":{{"q":"select {} from t"}},"tool_output":{output},"tool_success":{ok}}}"#,
+                i % 4
+            );
+            e.apply(&decode(line.as_bytes()).expect("valid step"), &mut out);
+        }
+        let (k, s) = e.runs().next().expect("one open run");
+        let (k, s) = (k.clone(), s.clone());
+        let (_, v) = encode(&Change::Upsert(k.clone(), &s), 7);
+        let v = v.expect("a value");
+        let rec: serde_json::Value = serde_json::from_slice(&v).unwrap();
+        let det = &rec["state"]["detectors"];
+        assert!(det["neardup"]["window"]
+            .as_array()
+            .is_some_and(|w| w.len() > 3));
+        assert!(det["progress"]["recent_actions"]
+            .as_array()
+            .is_some_and(|a| a.len() == 4));
+        let (_, back) = decode_run(&v).expect("decodes");
+        let back = back.expect("open run");
+        assert_eq!(back, s);
+        let (_, again) = encode(&Change::Upsert(k, &back), 7);
+        assert_eq!(again.expect("a value"), v);
+    }
+
     /// A version 1 record (full MinHash signatures in the near-duplicate window) still restores
     /// during a rolling upgrade, and the run goes on detecting as before.
     #[test]

@@ -563,7 +563,7 @@ pub fn hex64(k: u64) -> String {
 }
 
 /// Run-wide counters shared by several detectors.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
     /// Steps applied to the detectors (dense, unlike `step_index`).
     pub seq: u64,
@@ -571,8 +571,51 @@ pub struct Progress {
     pub novel_outputs: u64,
     /// Successful, non-repeatable tool calls whose action was not among the recent ones.
     pub novel_actions: u64,
-    recent_outputs: VecDeque<u64>,
-    recent_actions: VecDeque<u64>,
+    /// The recent outputs (the first `outputs` values) then the recent actions, each oldest
+    /// first: one allocation per open run instead of two queues.
+    recent: Vec<u64>,
+    outputs: u32,
+}
+
+/// What records hold: the two recent sets as separate sequences.
+#[derive(Serialize, Deserialize)]
+#[serde(rename = "Progress")]
+struct ProgressRecord<O, A> {
+    seq: u64,
+    novel_outputs: u64,
+    novel_actions: u64,
+    recent_outputs: O,
+    recent_actions: A,
+}
+
+impl Serialize for Progress {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (o, a) = self.recent.split_at(self.outputs());
+        ProgressRecord {
+            seq: self.seq,
+            novel_outputs: self.novel_outputs,
+            novel_actions: self.novel_actions,
+            recent_outputs: o,
+            recent_actions: a,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Progress {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let r = ProgressRecord::<VecDeque<u64>, VecDeque<u64>>::deserialize(d)?;
+        let mut recent: Vec<u64> = r.recent_outputs.into_iter().collect();
+        let outputs = u32::try_from(recent.len()).map_err(serde::de::Error::custom)?;
+        recent.extend(r.recent_actions);
+        Ok(Self {
+            seq: r.seq,
+            novel_outputs: r.novel_outputs,
+            novel_actions: r.novel_actions,
+            recent,
+            outputs,
+        })
+    }
 }
 
 impl Progress {
@@ -585,9 +628,22 @@ impl Progress {
             seq: self.seq,
             novel_outputs: self.novel_outputs,
             novel_actions: self.novel_actions,
-            recent_outputs: VecDeque::new(),
-            recent_actions: VecDeque::new(),
+            recent: Vec::new(),
+            outputs: 0,
         }
+    }
+
+    fn outputs(&self) -> usize {
+        (self.outputs as usize).min(self.recent.len())
+    }
+
+    /// Insert at `at`, growing by a quarter rather than doubling: most runs are short.
+    fn insert(&mut self, at: usize, x: u64) {
+        let len = self.recent.len();
+        if len == self.recent.capacity() {
+            self.recent.reserve_exact((len / 4).max(4));
+        }
+        self.recent.insert(at, x);
     }
 
     fn observe(&mut self, v: &StepView<'_>) {
@@ -595,18 +651,29 @@ impl Progress {
         if v.tool.is_none() || v.class == ToolClass::Exempt {
             return;
         }
-        if !self.recent_outputs.contains(&v.output_key) {
+        let no = self.outputs();
+        if !self.recent[..no].contains(&v.output_key) {
             self.novel_outputs += 1;
-            push_bounded(&mut self.recent_outputs, v.output_key, Self::RECENT);
+            let mut no = no;
+            if no >= Self::RECENT {
+                self.recent.remove(0);
+                no -= 1;
+            }
+            self.insert(no, v.output_key);
+            // At most RECENT.
+            self.outputs = (no + 1) as u32;
         }
-        if v.failure.is_none()
-            && !v.class.is_repeatable()
-            && !self.recent_actions.contains(&v.action_key)
-        {
+        let no = self.outputs();
+        let known = self.recent[no..].contains(&v.action_key);
+        if v.failure.is_none() && !v.class.is_repeatable() && !known {
             self.novel_actions += 1;
         }
-        if !self.recent_actions.contains(&v.action_key) {
-            push_bounded(&mut self.recent_actions, v.action_key, Self::RECENT);
+        if !known {
+            if self.recent.len() - no >= Self::RECENT {
+                self.recent.remove(no);
+            }
+            let end = self.recent.len();
+            self.insert(end, v.action_key);
         }
     }
 }

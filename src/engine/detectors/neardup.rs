@@ -87,17 +87,36 @@ impl Serialize for CallRecord {
     }
 }
 
-/// A window entry: the step and action are the shared [`History`]'s (bit [`NEARDUP`]), the
-/// signature is `len` values of [`NearDupState::sigs`], the rest is here; one entry per call
-/// of that window and in its order.
-#[derive(Debug, Clone, PartialEq)]
-struct Slot {
-    tool: u64,
-    /// Error key for failures, output key otherwise.
-    result: u64,
-    len: u32,
-    kind: OutKind,
-    full: bool,
+/// Words of a window entry's header in [`NearDupState::buf`]: the tool (2), then the
+/// signature's length, whether a result follows, the kind and the form, packed as
+/// `len << 5 | has_result << 4 | kind << 1 | full`. The result (2 words) follows only for
+/// failures (whose result is the error, not the history call's output): most entries do
+/// without it.
+const HEADER: usize = 3;
+const MAX_SIG: usize = (1 << 27) - 1;
+
+fn kind_code(k: OutKind) -> u32 {
+    match k {
+        OutKind::NoTool => 0,
+        OutKind::Failure => 1,
+        OutKind::Empty => 2,
+        OutKind::Ack => 3,
+        OutKind::Data => 4,
+    }
+}
+
+fn kind_of(code: u32) -> OutKind {
+    match code {
+        0 => OutKind::NoTool,
+        1 => OutKind::Failure,
+        2 => OutKind::Empty,
+        3 => OutKind::Ack,
+        _ => OutKind::Data,
+    }
+}
+
+fn join64(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | (u64::from(hi) << 32)
 }
 
 /// A call as compared: a window entry with its signature, or the current call.
@@ -161,55 +180,88 @@ impl Call<'_> {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NearDupState {
-    window: VecDeque<Slot>,
-    /// The window's signatures end to end, oldest first: one allocation instead of one per
-    /// entry.
-    sigs: Vec<u32>,
+    /// The window's entries end to end, oldest first, each a [`HEADER`] then its signature;
+    /// the step and action are the shared [`History`]'s (bit [`NEARDUP`]), one entry per call
+    /// of that window and in its order. One allocation per open run instead of a queue of
+    /// entries and a buffer of signatures.
+    buf: Vec<u32>,
     latch: Latch,
 }
 
 impl NearDupState {
-    fn entries(&self) -> impl Iterator<Item = Call<'_>> + '_ {
+    /// The entry at `at` (whose history call has output `output`) and where the next one
+    /// starts; `None` past the end.
+    fn entry_at(&self, at: usize, output: u64) -> Option<(Call<'_>, usize)> {
+        let h = self.buf.get(at..at.checked_add(HEADER)?)?;
+        let meta = h[2];
+        let mut start = at + HEADER;
+        let mut result = output;
+        if meta & 16 != 0 {
+            let r = self.buf.get(start..start + 2)?;
+            result = join64(r[0], r[1]);
+            start += 2;
+        }
+        let end = start
+            .saturating_add((meta >> 5) as usize)
+            .min(self.buf.len());
+        let call = Call {
+            tool: join64(h[0], h[1]),
+            result,
+            kind: kind_of((meta >> 1) & 7),
+            full: meta & 1 != 0,
+            sig: &self.buf[start..end],
+        };
+        Some((call, end))
+    }
+
+    /// The window's entries with their history calls (the window of bit [`NEARDUP`]).
+    fn entries<'a>(
+        &'a self,
+        hist: &'a History,
+    ) -> impl Iterator<Item = (&'a history::Call, Call<'a>)> + 'a {
         let mut at = 0usize;
-        self.window.iter().map(move |s| {
-            let end = at.saturating_add(s.len as usize);
-            let sig = self.sigs.get(at..end).unwrap_or_default();
-            at = end;
-            Call {
-                tool: s.tool,
-                result: s.result,
-                kind: s.kind,
-                full: s.full,
-                sig,
-            }
+        hist.members(NEARDUP).map_while(move |h| {
+            let (c, next) = self.entry_at(at, h.output)?;
+            at = next;
+            Some((h, c))
         })
     }
 
-    /// Append an entry after `evicted` of the oldest left the window (of at most `cap`).
-    fn push(&mut self, evicted: usize, cap: usize, c: &Call<'_>) {
+    /// Append an entry after `evicted` of the oldest left the window. `output` is the entry's
+    /// history call's.
+    fn push(&mut self, evicted: usize, output: u64, c: &Call<'_>) {
+        let mut at = 0usize;
         for _ in 0..evicted {
-            if let Some(old) = self.window.pop_front() {
-                let n = (old.len as usize).min(self.sigs.len());
-                self.sigs.drain(..n);
+            // Only the length matters here, not the result an entry would resolve to.
+            match self.entry_at(at, 0) {
+                Some((_, next)) => at = next,
+                None => break,
             }
         }
-        let len = self.window.len();
-        if len == self.window.capacity() {
-            // Grow by half up to the bound, not double: one window per open run.
-            let want = (len + len / 2).max(4).min(cap).max(len + 1);
-            self.window.reserve_exact(want - len);
+        self.buf.drain(..at.min(self.buf.len()));
+        // Longer signatures than the header can say exist in no record (128 values at most
+        // are computed here); cut, so the buffer stays well-formed whatever a record holds.
+        let sig = &c.sig[..c.sig.len().min(MAX_SIG)];
+        // Decided by the kind, not by comparing, so a restored window (whose calls' outputs
+        // are the results) is laid out as the live one was.
+        let own_result = c.kind == OutKind::Failure || c.result != output;
+        let need = HEADER + 2 * usize::from(own_result) + sig.len();
+        let len = self.buf.len();
+        if self.buf.capacity() < len + need {
+            // Grow by a quarter, not double: one window per open run, most of them short.
+            self.buf.reserve_exact(need + len / 4);
         }
-        self.window.push_back(Slot {
-            tool: c.tool,
-            result: c.result,
-            len: c.sig.len() as u32,
-            kind: c.kind,
-            full: c.full,
-        });
-        if self.sigs.capacity() < self.sigs.len() + c.sig.len() {
-            self.sigs.reserve_exact(c.sig.len() + self.sigs.len() / 4);
+        let meta = (sig.len() as u32) << 5
+            | u32::from(own_result) << 4
+            | kind_code(c.kind) << 1
+            | u32::from(c.full);
+        self.buf
+            .extend_from_slice(&[c.tool as u32, (c.tool >> 32) as u32, meta]);
+        if own_result {
+            self.buf
+                .extend_from_slice(&[c.result as u32, (c.result >> 32) as u32]);
         }
-        self.sigs.extend_from_slice(c.sig);
+        self.buf.extend_from_slice(sig);
     }
 }
 
@@ -227,8 +279,9 @@ impl Record {
             ..NearDupState::default()
         };
         for c in self.window {
+            // The call is this window's alone: its output can hold the result.
             h.restore(
-                history::Call::new(c.step, c.action, 0, 0, 0, false),
+                history::Call::new(c.step, c.action, 0, c.result, 0, false),
                 NEARDUP,
             );
             let (full, sig) = encode(c.sig);
@@ -239,7 +292,7 @@ impl Record {
                 full,
                 sig: &sig,
             };
-            state.push(0, usize::MAX, &call);
+            state.push(0, c.result, &call);
         }
         state
     }
@@ -254,7 +307,7 @@ impl Serialize for Ser<'_> {
         struct Window<'a>(&'a NearDupState, &'a History);
         impl Serialize for Window<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let calls = self.1.members(NEARDUP).zip(self.0.entries());
+                let calls = self.0.entries(self.1);
                 s.collect_seq(calls.map(|(h, c)| CallRecord {
                     step: h.step,
                     tool: c.tool,
@@ -344,9 +397,8 @@ impl NearDupState {
             ws.dedup();
             ws.len() >= cfg.rich_data_words
         };
-        let cluster: Vec<(&history::Call, Call<'_>)> = hist
-            .members(NEARDUP)
-            .zip(self.entries())
+        let cluster: Vec<(&history::Call, Call<'_>)> = self
+            .entries(hist)
             .filter(|(_, c)| {
                 let min = if cur.kind == OutKind::Data && !rich {
                     cfg.similarity_data
@@ -398,6 +450,6 @@ impl NearDupState {
         }
         let cap = cfg.window.max(1);
         let evicted = hist.join(NEARDUP, cap);
-        self.push(evicted, cap, &cur);
+        self.push(evicted, v.output_key, &cur);
     }
 }

@@ -204,33 +204,35 @@ impl PartitionEngine {
             let Some((seq, key)) = self.lru.pop_front() else {
                 break;
             };
-            let current = self
-                .runs
-                .find(hash_key(&key), |s| *s.key == *key)
-                .is_some_and(|s| s.state.last_seq == seq);
-            if !current {
-                continue;
-            }
-            if let Some(slot) = self.take_run(&key) {
-                let mut state = slot.state;
-                drop(slot.key);
-                let key = unshare(key);
-                let end = run::End::Evicted {
-                    at_ms: state.last_ts,
-                };
-                self.close_minute(&key, &mut state, &end);
-                out.push(OutputEvent::RunTerminated(terminated(&key, &state, end)));
-                self.mark_ended(key, slot.dirty);
-            }
+            self.end_if_current(
+                key,
+                |s| s.last_seq == seq,
+                |s| run::End::Evicted { at_ms: s.last_ts },
+                out,
+            );
         }
     }
 
-    /// Remove a run from the table.
-    fn take_run(&mut self, key: &RunKey) -> Option<Slot> {
-        self.runs
-            .find_entry(hash_key(key), |s| *s.key == *key)
-            .ok()
-            .map(|e| e.remove().0)
+    /// End `key`'s run, if it is open and the index entry that named it is still its latest
+    /// (`current`): the idle and eviction indexes keep stale entries until they are met.
+    fn end_if_current(
+        &mut self,
+        key: SharedKey,
+        current: impl Fn(&RunState) -> bool,
+        end: impl FnOnce(&RunState) -> run::End<'static>,
+        out: &mut Vec<OutputEvent>,
+    ) {
+        let slot = match self.runs.find_entry(hash_key(&key), |s| *s.key == *key) {
+            Ok(e) if current(&e.get().state) => e.remove().0,
+            _ => return,
+        };
+        let mut state = slot.state;
+        drop(slot.key);
+        let key = unshare(key);
+        let end = end(&state);
+        self.close_minute(&key, &mut state, &end);
+        out.push(OutputEvent::RunTerminated(terminated(&key, &state, end)));
+        self.mark_ended(key, slot.dirty);
     }
 
     fn apply_to_run(&mut self, ev: &Event, hash: u64, out: &mut Vec<OutputEvent>) -> Outcome {
@@ -396,24 +398,14 @@ impl PartitionEngine {
             let Some(Reverse((last_ts, key))) = self.idle.pop() else {
                 break;
             };
-            let current = self
-                .runs
-                .find(hash_key(&key), |s| *s.key == *key)
-                .is_some_and(|s| s.state.last_ts == last_ts);
-            if !current {
-                continue;
-            }
-            if let Some(slot) = self.take_run(&key) {
-                let mut state = slot.state;
-                drop(slot.key);
-                let key = unshare(key);
-                let end = run::End::Idle {
+            self.end_if_current(
+                key,
+                |s| s.last_ts == last_ts,
+                |_| run::End::Idle {
                     at_ms: last_ts.saturating_add(timeout),
-                };
-                self.close_minute(&key, &mut state, &end);
-                out.push(OutputEvent::RunTerminated(terminated(&key, &state, end)));
-                self.mark_ended(key, slot.dirty);
-            }
+                },
+                out,
+            );
         }
     }
 

@@ -1,7 +1,7 @@
 //! Context pressure (loopcanary `context_pressure`): `tokens_in_context` over an absolute
 //! budget (a diagnostic warning that never corroborates: long healthy runs get there), or
 //! growing fast while tool outputs stay stuck (evidence of a loop that is also expensive).
-use super::history::{Call, History, CONTEXT};
+use super::history::{Call, History, Members, CONTEXT};
 use super::{hex64, push_bounded, Finding, Latch, StepView};
 use crate::contract::Severity;
 use serde::{Deserialize, Serialize};
@@ -64,15 +64,10 @@ pub struct Ser<'a>(pub &'a ContextState, pub &'a History);
 impl Serialize for Ser<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        struct Outputs<'a>(&'a History);
-        impl Serialize for Outputs<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_seq(self.0.members(CONTEXT).map(|c| c.output))
-            }
-        }
+        let outputs = Members(self.1, CONTEXT, |c: &Call| c.output);
         let mut st = s.serialize_struct("ContextState", 3)?;
         st.serialize_field("samples", &self.0.samples)?;
-        st.serialize_field("outputs", &Outputs(self.1))?;
+        st.serialize_field("outputs", &outputs)?;
         st.serialize_field("latch", &self.0.latch)?;
         st.end()
     }

@@ -2,7 +2,7 @@
 //! different actions A→B(→C→D) repeating back to back, with the *same output on every leg*
 //! each time round. A read→edit→read→edit sequence whose reads change is progress and stays
 //! quiet. Blocks containing a repeatable tool (poll + sleep) need many more rounds.
-use super::history::{self, Call, History, CYCLE};
+use super::history::{self, Call, History, Members, CYCLE};
 use super::{hex64, Finding, Latch, Levels, StepView};
 use crate::engine::text::key64;
 use serde::{Deserialize, Serialize};
@@ -79,19 +79,14 @@ pub struct Ser<'a>(pub &'a CycleState, pub &'a History);
 impl Serialize for Ser<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        struct Hist<'a>(&'a History);
-        impl Serialize for Hist<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_seq(self.0.members(CYCLE).map(|c| Leg {
-                    step: c.step,
-                    action: c.action,
-                    output: c.output,
-                    repeatable: c.repeatable,
-                }))
-            }
-        }
+        let hist = Members(self.1, CYCLE, |c: &Call| Leg {
+            step: c.step,
+            action: c.action,
+            output: c.output,
+            repeatable: c.repeatable,
+        });
         let mut st = s.serialize_struct("CycleState", 2)?;
-        st.serialize_field("hist", &Hist(self.1))?;
+        st.serialize_field("hist", &hist)?;
         st.serialize_field("latch", &self.0.latch)?;
         st.end()
     }

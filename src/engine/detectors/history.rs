@@ -8,6 +8,7 @@
 //! may leave calls anywhere (repeated operation forgets stale entries). A call in no window is
 //! removed. Records keep the old per-detector windows (see each detector's `Record`): reading
 //! one gives every entry its own call with one bit, and writing rebuilds each window.
+use serde::Serialize;
 use std::collections::VecDeque;
 
 pub const CYCLE: u8 = 1;
@@ -207,6 +208,20 @@ impl View<'_> {
             View::Suffix(q, start) => &q[start + i],
             View::Listed(v) => v[i],
         }
+    }
+}
+
+/// One detector's window as a record writes it: `bit`'s calls, oldest first, each written as
+/// `entry` makes it (the detectors' `Ser` types keep their record layouts this way).
+pub struct Members<'a, F>(pub &'a History, pub u8, pub F);
+
+impl<F, T> Serialize for Members<'_, F>
+where
+    F: Fn(&Call) -> T,
+    T: Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.members(self.1).map(&self.2))
     }
 }
 

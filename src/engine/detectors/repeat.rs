@@ -3,7 +3,7 @@
 //! same call with a different output is progress: it purges that call's older entries and
 //! re-arms its warnings (loopctl's rule), so a poll that finally changes is never flagged.
 //! Failed calls are left to `repeated_failure`, which knows retry semantics.
-use super::history::{Call, History, REPEAT};
+use super::history::{Call, History, Members, REPEAT};
 use super::{hex64, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
 use crate::engine::text::key64;
@@ -97,20 +97,15 @@ pub struct Ser<'a>(pub &'a RepeatState, pub &'a History);
 impl Serialize for Ser<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        struct Window<'a>(&'a History);
-        impl Serialize for Window<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_seq(self.0.members(REPEAT).map(|c| Entry {
-                    step: c.step,
-                    primary: c.primary,
-                    output: c.output,
-                    repeatable: c.repeatable,
-                    work: c.work(),
-                }))
-            }
-        }
+        let window = Members(self.1, REPEAT, |c: &Call| Entry {
+            step: c.step,
+            primary: c.primary,
+            output: c.output,
+            repeatable: c.repeatable,
+            work: c.work(),
+        });
         let mut st = s.serialize_struct("RepeatState", 2)?;
-        st.serialize_field("window", &Window(self.1))?;
+        st.serialize_field("window", &window)?;
         st.serialize_field("latch", &self.0.latch)?;
         st.end()
     }

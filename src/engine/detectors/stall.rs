@@ -3,7 +3,7 @@
 //! is what keeps batch jobs quiet: ten different files moved, each answered `{"ok": true}`,
 //! is work, not a stall. Repeatable tools and retryable/recoverable failures are left out
 //! (their own rules judge them). A weak signal: it warns, and corroborates other detectors.
-use super::history::{Call, History, STALL};
+use super::history::{Call, History, Members, STALL};
 use super::{hex64, FailClass, Finding, Latch, StepView};
 use crate::contract::Severity;
 use serde::{Deserialize, Serialize};
@@ -59,14 +59,9 @@ pub struct Ser<'a>(pub &'a StallState, pub &'a History);
 impl Serialize for Ser<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        struct Window<'a>(&'a History);
-        impl Serialize for Window<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_seq(self.0.members(STALL).map(|c| (c.step, c.action, c.output)))
-            }
-        }
+        let window = Members(self.1, STALL, |c: &Call| (c.step, c.action, c.output));
         let mut st = s.serialize_struct("StallState", 2)?;
-        st.serialize_field("window", &Window(self.1))?;
+        st.serialize_field("window", &window)?;
         st.serialize_field("latch", &self.0.latch)?;
         st.end()
     }

@@ -81,8 +81,12 @@ async fn graceful_restart_loses_and_repeats_nothing() {
         .await,
         first_steps
     );
+    // The rows counter moves when the whole insert is acknowledged (`runs` goes in after the
+    // `steps` already counted above), so wait for it rather than race it.
     let (_, metrics) = await_http(port, "/metrics", Duration::from_secs(10), |st, b| {
-        st == 200 && b.contains("eddy_events_consumed_total")
+        st == 200
+            && b.contains("eddy_events_consumed_total")
+            && b.contains("eddy_clickhouse_rows_total")
     });
     let consumed: f64 = metrics
         .lines()

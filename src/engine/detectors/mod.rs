@@ -357,7 +357,12 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
     }
 
     pub fn remove(&mut self, k: &K) -> Option<V> {
-        self.find(k).ok().map(|i| self.0.remove(i).1)
+        let v = self.find(k).ok().map(|i| self.0.remove(i).1);
+        if self.0.is_empty() {
+            // An emptied map keeps no capacity: most runs' maps empty again and stay so.
+            self.0 = Vec::new();
+        }
+        v
     }
 
     pub fn keys(&self) -> impl Iterator<Item = K> + '_ {
@@ -498,10 +503,15 @@ impl<T: Default + PartialEq> Lazy<T> {
         })
     }
 
-    /// Runs `f` on the state; a state still at its default afterwards is not allocated.
+    /// Runs `f` on the state; a state at its default afterwards is not allocated (or no
+    /// longer: a failure streak that ended leaves nothing behind).
     pub fn with<R>(&mut self, f: impl FnOnce(&mut T) -> R) -> R {
         if let Some(b) = self.0.as_deref_mut() {
-            return f(b);
+            let r = f(b);
+            if *b == T::default() {
+                self.0 = None;
+            }
+            return r;
         }
         let mut t = T::default();
         let r = f(&mut t);

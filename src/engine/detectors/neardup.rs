@@ -218,7 +218,7 @@ impl NearDupState {
     fn entries<'a>(
         &'a self,
         hist: &'a History,
-    ) -> impl Iterator<Item = (&'a history::Call, Call<'a>)> + 'a {
+    ) -> impl Iterator<Item = (history::Call, Call<'a>)> + 'a {
         let mut at = 0usize;
         hist.members(NEARDUP).map_while(move |h| {
             let (c, next) = self.entry_at(at, h.output)?;
@@ -397,7 +397,7 @@ impl NearDupState {
             ws.dedup();
             ws.len() >= cfg.rich_data_words
         };
-        let cluster: Vec<(&history::Call, Call<'_>)> = self
+        let cluster: Vec<(history::Call, Call<'_>)> = self
             .entries(hist)
             .filter(|(_, c)| {
                 let min = if cur.kind == OutKind::Data && !rich {

@@ -362,3 +362,69 @@ fn eviction_takes_the_least_recently_active_run() {
         "the corpus must make the cap evict ({evictions})"
     );
 }
+
+/// Under an idle timeout, each event ends exactly the open runs whose latest event time fell
+/// more than the timeout behind the partition's watermark, earliest first (ties by key),
+/// checked against a model kept here from the input alone.
+#[test]
+fn idle_timeout_ends_exactly_the_runs_behind_the_watermark_in_order() {
+    use std::collections::BTreeMap;
+    let args = eddy::simulate::SimulateArgs {
+        runs: 300,
+        loop_rate: 0.3,
+        seed: 12,
+        projects: 2,
+        start_ms: 1_767_225_600_000,
+        out: None,
+        unfinished_rate: 0.3,
+    };
+    let events: Vec<Event> = eddy::simulate::generate(&args)
+        .into_iter()
+        .map(|(_, _, l)| decode(l.as_bytes()).expect("simulator lines decode"))
+        .collect();
+    let timeout = 2_000;
+    let cfg = Arc::new(EngineConfig {
+        idle_timeout_ms: timeout,
+        max_open_runs: 0,
+        ..EngineConfig::default()
+    });
+    let mut e = PartitionEngine::new(cfg);
+    // run -> its latest event time, for runs the model believes open.
+    let mut open: BTreeMap<eddy::contract::RunKey, i64> = BTreeMap::new();
+    let mut expiries = 0;
+    for (i, ev) in events.iter().enumerate() {
+        let mut out = Vec::new();
+        let outcome = e.apply(ev, &mut out);
+        if !matches!(outcome, eddy::engine::Outcome::AfterEnd) {
+            let t = open.entry(ev.key().clone()).or_insert(ev.ts_ms());
+            *t = (*t).max(ev.ts_ms());
+        }
+        let wm = e.watermark_ms().expect("an event sets the watermark");
+        let mut want: Vec<(i64, eddy::contract::RunKey)> = open
+            .iter()
+            .filter(|(_, t)| t.saturating_add(timeout) < wm)
+            .map(|(k, t)| (*t, k.clone()))
+            .collect();
+        want.sort();
+        let mut got = Vec::new();
+        for o in &out {
+            if let OutputEvent::RunTerminated(t) = o {
+                let k = eddy::contract::RunKey {
+                    project_id: t.project_id.clone(),
+                    run_id: t.run_id.clone(),
+                };
+                if t.termination_reason == "timeout" {
+                    got.push(k.clone());
+                }
+                open.remove(&k);
+            }
+        }
+        let want: Vec<_> = want.into_iter().map(|(_, k)| k).collect();
+        assert_eq!(got, want, "event {i}");
+        expiries += got.len();
+    }
+    assert!(
+        expiries > 30,
+        "the corpus must make runs time out ({expiries})"
+    );
+}

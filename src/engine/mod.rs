@@ -86,15 +86,16 @@ pub struct PartitionEngine {
     /// States are boxed: the table then holds pointers, not ~1 KB states with a quarter of its
     /// slots empty.
     runs: HashTable<Slot>,
-    /// (last event ts, run), earliest first, for the idle-timeout sweep: a sweep costs
-    /// O(expired), not O(runs). Like `lru`, entries are only added; one is current only if it
-    /// is its open run's `last_ts`, and the others are skipped when met.
+    /// (event ts, run), earliest first, for the idle-timeout sweep: a sweep costs
+    /// O(expired), not O(runs). One entry per run, pushed when it opens and never updated on
+    /// its events: an entry is a lower bound of its run's `last_ts`, and one found below the
+    /// run's `last_ts` when it surfaces goes back in at that time. Runs therefore surface in
+    /// (last_ts, key) order exactly as with an always-current index, for one push per run
+    /// instead of one per event. Entries of ended runs are dropped when met.
     idle: BinaryHeap<Reverse<(i64, SharedKey)>>,
-    /// (event seq, run) for every event, oldest first: eviction order when `max_open_runs` is
-    /// reached. An entry is current only if it is its run's `last_seq`; the others are skipped
-    /// when met and dropped by [`Self::compact_lru`]. Appending beats keeping a sorted set
-    /// (a remove and an insert per event).
-    lru: VecDeque<(u64, SharedKey)>,
+    /// (event seq, run), oldest first: eviction order when `max_open_runs` is reached. Kept
+    /// like `idle`, with `last_seq` as the time.
+    lru: BinaryHeap<Reverse<(u64, SharedKey)>>,
     meta: PartitionMeta,
     ended_set: HashTable<RunKey>,
     /// Runs changed since the last `take_changes` (for the changelog), in no order and possibly
@@ -131,7 +132,7 @@ impl PartitionEngine {
             cfg,
             runs: HashTable::new(),
             idle: BinaryHeap::new(),
-            lru: VecDeque::new(),
+            lru: BinaryHeap::new(),
             meta: PartitionMeta::default(),
             ended_set: HashTable::new(),
             dirty: Vec::new(),
@@ -201,30 +202,42 @@ impl PartitionEngine {
     fn make_room(&mut self, out: &mut Vec<OutputEvent>) {
         let cap = self.cfg.max_open_runs;
         while cap > 0 && self.runs.len() >= cap {
-            let Some((seq, key)) = self.lru.pop_front() else {
+            let Some(Reverse((seq, key))) = self.lru.pop() else {
                 break;
             };
-            self.end_if_current(
+            if let Some(Err(last)) = self.end_if_current(
                 key,
-                |s| s.last_seq == seq,
+                |s| s.last_seq,
+                seq,
                 |s| run::End::Evicted { at_ms: s.last_ts },
                 out,
-            );
+            ) {
+                self.lru.push(Reverse(last));
+            }
         }
     }
 
-    /// End `key`'s run, if it is open and the index entry that named it is still its latest
-    /// (`current`): the idle and eviction indexes keep stale entries until they are met.
-    fn end_if_current(
+    /// End `key`'s run if it is open and its time (`time_of`: `last_ts` or `last_seq`) is
+    /// still `at`, the time of the index entry that named it. `Some(Err)` hands back the entry
+    /// at the run's later time, for its index; `None`: the run is not open.
+    #[allow(clippy::type_complexity)]
+    fn end_if_current<T: Copy + PartialEq>(
         &mut self,
         key: SharedKey,
-        current: impl Fn(&RunState) -> bool,
+        time_of: impl Fn(&RunState) -> T,
+        at: T,
         end: impl FnOnce(&RunState) -> run::End<'static>,
         out: &mut Vec<OutputEvent>,
-    ) {
+    ) -> Option<Result<(), (T, SharedKey)>> {
         let slot = match self.runs.find_entry(hash_key(&key), |s| *s.key == *key) {
-            Ok(e) if current(&e.get().state) => e.remove().0,
-            _ => return,
+            Ok(e) => {
+                let t = time_of(&e.get().state);
+                if t != at {
+                    return Some(Err((t, key)));
+                }
+                e.remove().0
+            }
+            Err(_) => return None,
         };
         let mut state = slot.state;
         drop(slot.key);
@@ -233,6 +246,7 @@ impl PartitionEngine {
         self.close_minute(&key, &mut state, &end);
         out.push(OutputEvent::RunTerminated(terminated(&key, &state, end)));
         self.mark_ended(key, slot.dirty);
+        Some(Ok(()))
     }
 
     fn apply_to_run(&mut self, ev: &Event, hash: u64, out: &mut Vec<OutputEvent>) -> Outcome {
@@ -262,24 +276,20 @@ impl PartitionEngine {
         let Some(slot) = self.runs.find_mut(hash, |s| *s.key == *key) else {
             unreachable!("run state inserted above")
         };
-        let shared = slot.key.clone();
-        let before = if fresh {
-            None
-        } else {
-            Some(slot.state.last_ts)
-        };
         if !slot.dirty {
             slot.dirty = true;
-            self.dirty.push(shared.clone());
+            self.dirty.push(slot.key.clone());
         }
         let state = &mut *slot.state;
         state.touch(ts);
         state.last_seq = seq;
-        if self.cfg.idle_timeout_ms > 0 && before != Some(state.last_ts) {
-            self.idle.push(Reverse((state.last_ts, shared.clone())));
-        }
-        if self.cfg.max_open_runs > 0 {
-            self.lru.push_back((seq, shared.clone()));
+        if fresh {
+            if self.cfg.idle_timeout_ms > 0 {
+                self.idle.push(Reverse((state.last_ts, slot.key.clone())));
+            }
+            if self.cfg.max_open_runs > 0 {
+                self.lru.push(Reverse((seq, slot.key.clone())));
+            }
         }
         if self.rollups {
             if fresh {
@@ -329,7 +339,6 @@ impl PartitionEngine {
                 };
                 let slot = entry.remove().0;
                 let mut state = slot.state;
-                drop(shared);
                 let end = run::End::Finished(e);
                 self.close_minute(key, &mut state, &end);
                 out.push(OutputEvent::RunTerminated(terminated(key, &state, end)));
@@ -398,14 +407,17 @@ impl PartitionEngine {
             let Some(Reverse((last_ts, key))) = self.idle.pop() else {
                 break;
             };
-            self.end_if_current(
+            if let Some(Err(later)) = self.end_if_current(
                 key,
-                |s| s.last_ts == last_ts,
+                |s| s.last_ts,
+                last_ts,
                 |_| run::End::Idle {
                     at_ms: last_ts.saturating_add(timeout),
                 },
                 out,
-            );
+            ) {
+                self.idle.push(Reverse(later));
+            }
         }
     }
 
@@ -551,18 +563,17 @@ impl PartitionEngine {
         self.idle = v.into();
     }
 
-    /// Rebuild the eviction queue from the current entries only (one per open run).
+    /// Rebuild the eviction heap from the current entries only (one per open run).
     fn compact_lru(&mut self) {
         self.lru.clear();
         if self.cfg.max_open_runs == 0 {
             return;
         }
-        let mut v: Vec<(u64, SharedKey)> = self
+        let v: Vec<Reverse<(u64, SharedKey)>> = self
             .runs
             .iter()
-            .map(|s| (s.state.last_seq, s.key.clone()))
+            .map(|s| Reverse((s.state.last_seq, s.key.clone())))
             .collect();
-        v.sort_unstable_by_key(|e| e.0);
         self.lru = v.into();
     }
 }

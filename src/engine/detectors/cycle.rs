@@ -31,6 +31,20 @@ impl Default for CycleConfig {
     }
 }
 
+/// The calls a cycle must be looked for in: blocks of up to `max_len` calls, repeated until
+/// the highest level configured, plus one.
+pub fn window(cfg: &CycleConfig) -> usize {
+    let max_rounds = cfg
+        .normal
+        .stop
+        .max(cfg.repeatable.stop)
+        .max(cfg.repeatable.alert)
+        .max(2) as usize;
+    cfg.max_len
+        .clamp(2, 8)
+        .saturating_mul(max_rounds.saturating_add(1))
+}
+
 /// A window entry as records hold it. Written as an array in field order (read from that or
 /// from the object of version 1 records): the changelog then repeats no field names for every
 /// window entry.
@@ -104,13 +118,7 @@ impl CycleState {
             return;
         }
         let max_len = cfg.max_len.clamp(2, 8);
-        let max_rounds = cfg
-            .normal
-            .stop
-            .max(cfg.repeatable.stop)
-            .max(cfg.repeatable.alert)
-            .max(2) as usize;
-        hist.join(CYCLE, max_len * (max_rounds + 1));
+        hist.join(CYCLE, window(cfg));
         let h: history::View<'_> = hist.view(CYCLE);
         let n = h.len();
         let mut matched = BTreeSet::new();

@@ -223,8 +223,13 @@ impl Store {
 pub struct History {
     calls: Store,
     /// Calls per detector bit (derived, not serialised).
-    counts: [u32; 5],
+    /// 16 bits: windows hold at most [`MAX_WINDOW`] calls.
+    counts: [u16; 5],
 }
+
+/// The most calls one window holds (larger configured windows are cut to it): a window is
+/// scanned on every step, so one this long is a mistake anyway.
+pub const MAX_WINDOW: usize = u16::MAX as usize;
 
 fn slot(bit: u8) -> usize {
     bit.trailing_zeros() as usize
@@ -238,6 +243,10 @@ impl History {
 
     /// An entry of a record's window: a call in that one window.
     pub fn restore(&mut self, mut c: Call, bit: u8) {
+        // A record cannot hold a longer window; ignore a malformed one's excess.
+        if self.len(bit) >= MAX_WINDOW {
+            return;
+        }
         c.bits = bit;
         self.counts[slot(bit)] += 1;
         self.calls.push_back(c);
@@ -249,13 +258,14 @@ impl History {
         let Some(last) = self.calls.len().checked_sub(1) else {
             return 0;
         };
+        // Counted wide here: a full window is one over before it drops its oldest.
+        let mut n = usize::from(self.counts[slot(bit)]);
         let b = self.calls.bits(last);
         if b & bit == 0 {
             self.calls.set_bits(last, b | bit);
-            self.counts[slot(bit)] += 1;
+            n += 1;
         }
-        let cap = cap.max(1);
-        let over = (self.counts[slot(bit)] as usize).saturating_sub(cap);
+        let over = n.saturating_sub(cap.clamp(1, MAX_WINDOW));
         let mut left = over;
         for i in 0..self.calls.len() {
             if left == 0 {
@@ -265,9 +275,10 @@ impl History {
             if b & bit != 0 {
                 self.calls.set_bits(i, b & !bit);
                 left -= 1;
-                self.counts[slot(bit)] -= 1;
             }
         }
+        // At most MAX_WINDOW now.
+        self.counts[slot(bit)] = (n - over) as u16;
         over
     }
 
@@ -504,5 +515,19 @@ mod tests {
                 "{calls:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_window_holds_at_most_max_window_calls() {
+        let mut h = History::default();
+        let n = MAX_WINDOW as u64 + 10;
+        for i in 0..n {
+            h.push(call(i));
+            h.join(CYCLE, usize::MAX);
+            h.settle();
+        }
+        assert_eq!(h.len(CYCLE), MAX_WINDOW);
+        assert_eq!(h.members(CYCLE).next().map(|c| c.step), Some(10));
+        assert_eq!(h.members(CYCLE).count(), MAX_WINDOW);
     }
 }

@@ -279,13 +279,37 @@ impl DetectorConfig {
 
     /// Check every override once, so a typo fails at start-up instead of being ignored.
     pub fn validate(&self) -> Result<(), String> {
+        self.check_windows()
+            .map_err(|e| format!("engine.detectors.{e}"))?;
         for (i, o) in self.overrides.iter().enumerate() {
             let mut base = serde_json::to_value(self).map_err(|e| e.to_string())?;
             merge(&mut base, &o.set);
             serde_json::from_value::<DetectorConfig>(base)
+                .map_err(|e| e.to_string())
+                .and_then(|c| c.check_windows())
                 .map_err(|e| format!("engine.detectors.overrides[{i}]: {e}"))?;
         }
         Ok(())
+    }
+
+    /// Windows of recent calls hold at most [`history::MAX_WINDOW`]; a longer one would be
+    /// cut silently.
+    fn check_windows(&self) -> Result<(), String> {
+        let windows = [
+            ("repeat.window", self.repeat.window),
+            ("repeat.window_repeatable", self.repeat.window_repeatable),
+            ("stall.window", self.stall.window),
+            ("context.window", self.context.window),
+            ("neardup.window", self.neardup.window),
+            ("cycle levels x max_len", cycle::window(&self.cycle)),
+        ];
+        match windows.iter().find(|(_, w)| *w > history::MAX_WINDOW) {
+            Some((name, w)) => Err(format!(
+                "{name} = {w}: a window holds at most {} calls",
+                history::MAX_WINDOW
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -823,6 +847,26 @@ impl RunDetectors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_longer_than_the_history_holds_are_refused() {
+        let mut cfg = DetectorConfig::default();
+        assert!(cfg.validate().is_ok());
+        cfg.repeat.window = history::MAX_WINDOW + 1;
+        let err = cfg.validate().unwrap_err();
+        assert!(err.contains("engine.detectors.repeat.window"), "{err}");
+        let mut cfg = DetectorConfig::default();
+        cfg.overrides.push(Override {
+            project: Some("p".into()),
+            agent: None,
+            set: serde_json::json!({"cycle": {"normal": {"stop": 100000}}}),
+        });
+        let err = cfg.validate().unwrap_err();
+        assert!(
+            err.contains("overrides[0]") && err.contains("cycle"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn overrides_merge_per_project_and_agent() {

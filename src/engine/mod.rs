@@ -114,6 +114,7 @@ pub struct PartitionEngine {
     rollups: bool,
     /// Minutes closed since the last `take_rollups`, in the order the events closed them.
     closed: Vec<rollup::Closed>,
+    names: run::Names,
 }
 
 /// One changelog change.
@@ -142,6 +143,7 @@ impl PartitionEngine {
             resolved_default: None,
             rollups: false,
             closed: Vec::new(),
+            names: run::Names::default(),
         }
     }
 
@@ -300,7 +302,7 @@ impl PartitionEngine {
         }
         match ev {
             Event::RunStarted(e) => {
-                state.on_started(e);
+                state.on_started(e, &mut self.names);
                 Outcome::Lifecycle
             }
             Event::Step(step) => {
@@ -318,7 +320,7 @@ impl PartitionEngine {
                 let dcfg = &resolved.cfg;
                 let canon = Canonical::compute_with(step, dcfg, &resolved.keys);
                 state.seen.bound(self.cfg.max_seen_ranges);
-                state.on_step(step);
+                state.on_step(step, &mut self.names);
                 let was_caught = state.loop_detected;
                 self.findings.clear();
                 state
@@ -524,7 +526,8 @@ impl PartitionEngine {
                 self.ended_set.insert_unique(hash, k.clone(), hash_key);
             }
         }
-        for (k, s) in runs {
+        for (k, mut s) in runs {
+            self.names.share(&mut s.agent_name);
             let hash = hash_key(&k);
             if self.ended_set.find(hash, |e| *e == k).is_some() {
                 continue;
@@ -641,7 +644,7 @@ fn build_signal(key: &RunKey, state: &mut RunState, step: &Step, f: detectors::F
         ]),
         project_id: key.project_id.clone(),
         run_id: key.run_id.clone(),
-        agent_name: state.agent_name.clone(),
+        agent_name: state.agent_name.as_deref().map(str::to_owned),
         step_index: step.step_index,
         ts: format_ts(step.ts_ms),
         detector: f.detector.to_string(),
@@ -661,7 +664,7 @@ fn terminated(key: &RunKey, state: &RunState, end: run::End<'_>) -> RunTerminate
         event_id: event_id(&[&key.project_id, &key.run_id, "run_terminated"]),
         project_id: key.project_id.clone(),
         run_id: key.run_id.clone(),
-        agent_name: state.agent_name.clone(),
+        agent_name: state.agent_name.as_deref().map(str::to_owned),
         ts: format_ts(end_ms),
         started_at: format_ts(state.started_ms()),
         status: status.to_string(),

@@ -3,12 +3,17 @@ use super::detectors::RunDetectors;
 use super::seen::SeenSteps;
 use crate::contract::input::{RunFinished, RunStarted, RunStatus, TerminationReason};
 use crate::contract::{Step, Totals};
+use hashbrown::HashTable;
+use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
+use std::hash::BuildHasher;
+use std::sync::Arc;
 
 /// Everything eddy remembers about one open run. Serialisable: it is what the changelog stores.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
-    pub agent_name: Option<String>,
+    /// Shared by the partition's runs of one agent (see [`Names`]).
+    pub agent_name: Option<Arc<str>>,
     pub started_ms: Option<i64>,
     pub first_ms: i64,
     pub last_ts: i64,
@@ -75,12 +80,12 @@ impl RunState {
         self.first_ms = self.first_ms.min(ts);
     }
 
-    pub fn on_started(&mut self, e: &RunStarted) {
-        self.agent_name = Some(e.agent_name.clone());
+    pub fn on_started(&mut self, e: &RunStarted, names: &mut Names) {
+        self.agent_name = Some(names.get(&e.agent_name));
         self.started_ms = Some(e.ts_ms);
     }
 
-    pub fn on_step(&mut self, s: &Step) {
+    pub fn on_step(&mut self, s: &Step, names: &mut Names) {
         self.steps += 1;
         if s.tool_name.is_some() {
             self.tool_calls += 1;
@@ -89,7 +94,7 @@ impl RunState {
         self.cost_usd += s.cost_usd.unwrap_or(0.0);
         if self.agent_name.is_none() {
             // A run_started may be missing; the step's agent is the best name we have.
-            self.agent_name = s.agent.clone();
+            self.agent_name = s.agent.as_deref().map(|a| names.get(a));
         }
     }
 
@@ -133,6 +138,37 @@ impl RunState {
                 *at_ms,
             ),
             End::Evicted { at_ms } => ("abandoned", TerminationReason::Evicted, false, *at_ms),
+        }
+    }
+}
+
+/// Agent names, one allocation per name per partition: a fleet runs a handful of agents over
+/// many runs, and a name per run was 32 bytes of every open run. Bounded: past
+/// [`Names::CAP`] names it starts over (runs keep theirs; only sharing is lost).
+#[derive(Debug, Default)]
+pub struct Names(HashTable<Arc<str>>);
+
+impl Names {
+    const CAP: usize = 4096;
+
+    pub fn get(&mut self, name: &str) -> Arc<str> {
+        let hash = FxBuildHasher.hash_one(name);
+        if let Some(n) = self.0.find(hash, |n| **n == *name) {
+            return n.clone();
+        }
+        if self.0.len() >= Self::CAP {
+            self.0.clear();
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.0
+            .insert_unique(hash, n.clone(), |n| FxBuildHasher.hash_one(&**n));
+        n
+    }
+
+    /// A restored run's name, shared with the live ones.
+    pub fn share(&mut self, name: &mut Option<Arc<str>>) {
+        if let Some(n) = name {
+            *n = self.get(n);
         }
     }
 }

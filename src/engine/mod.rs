@@ -26,9 +26,70 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-/// A run's key, shared by the run table and the idle/eviction/dirty indexes: updating them on
-/// every event then clones a pointer instead of two strings.
-type SharedKey = Arc<RunKey>;
+/// A run's key as the engine holds it: project and run id end to end in one string, shared by
+/// the run table and the idle/eviction/dirty indexes. One pointer to clone, and two heap
+/// blocks per open run instead of a `RunKey`'s three.
+#[derive(Debug)]
+struct PackedKey {
+    text: Box<str>,
+    /// Where the run id starts (the project id's length).
+    split: usize,
+}
+
+type SharedKey = Arc<PackedKey>;
+
+impl PackedKey {
+    fn new(k: &RunKey) -> SharedKey {
+        let mut text = String::with_capacity(k.project_id.len() + k.run_id.len());
+        text.push_str(&k.project_id);
+        text.push_str(&k.run_id);
+        Arc::new(Self {
+            text: text.into_boxed_str(),
+            split: k.project_id.len(),
+        })
+    }
+
+    fn parts(&self) -> (&str, &str) {
+        self.text.split_at(self.split)
+    }
+
+    fn is(&self, k: &RunKey) -> bool {
+        self.parts() == (k.project_id.as_str(), k.run_id.as_str())
+    }
+
+    fn hash(&self) -> u64 {
+        hash_parts(self.parts())
+    }
+
+    fn to_key(&self) -> RunKey {
+        let (p, r) = self.parts();
+        RunKey {
+            project_id: p.to_owned(),
+            run_id: r.to_owned(),
+        }
+    }
+}
+
+/// Ordered as `RunKey` is (project id, then run id): ties in the idle order break the same way.
+impl Ord for PackedKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+impl PartialOrd for PackedKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for PackedKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for PackedKey {}
 
 /// One open run. `dirty` stands in for a set of changed runs: marking a run changed on every
 /// event is then a store, not a hash-set insert.
@@ -41,7 +102,11 @@ struct Slot {
 /// The run tables are probed with this, computed once per event (hashing two strings for each
 /// of several lookups was a measurable share of an event's cost).
 fn hash_key(k: &RunKey) -> u64 {
-    FxBuildHasher.hash_one(k)
+    hash_parts((&k.project_id, &k.run_id))
+}
+
+fn hash_parts(parts: (&str, &str)) -> u64 {
+    FxBuildHasher.hash_one(parts)
 }
 
 /// What happened to one input event; the sink stage uses it to build rows.
@@ -168,8 +233,8 @@ impl PartitionEngine {
     }
 
     /// Open runs and their state, for tests and diagnostics (order unspecified).
-    pub fn runs(&self) -> impl Iterator<Item = (&RunKey, &RunState)> {
-        self.runs.iter().map(|s| (&*s.key, &*s.state))
+    pub fn runs(&self) -> impl Iterator<Item = (RunKey, &RunState)> {
+        self.runs.iter().map(|s| (s.key.to_key(), &*s.state))
     }
 
     /// Ended runs remembered (bounded by `ended_runs_remembered`).
@@ -231,7 +296,7 @@ impl PartitionEngine {
         end: impl FnOnce(&RunState) -> run::End<'static>,
         out: &mut Vec<OutputEvent>,
     ) -> Option<Result<(), (T, SharedKey)>> {
-        let slot = match self.runs.find_entry(hash_key(&key), |s| *s.key == *key) {
+        let slot = match self.runs.find_entry(key.hash(), |s| *s.key == *key) {
             Ok(e) => {
                 let t = time_of(&e.get().state);
                 if t != at {
@@ -242,8 +307,7 @@ impl PartitionEngine {
             Err(_) => return None,
         };
         let mut state = slot.state;
-        drop(slot.key);
-        let key = unshare(key);
+        let key = key.to_key();
         let end = end(&state);
         self.close_minute(&key, &mut state, &end);
         out.push(OutputEvent::RunTerminated(terminated(&key, &state, end)));
@@ -262,20 +326,20 @@ impl PartitionEngine {
         if self.idle.len() > 2 * self.runs.len() + 1024 {
             self.compact_idle();
         }
-        let fresh = self.runs.find(hash, |s| *s.key == *key).is_none();
+        let fresh = self.runs.find(hash, |s| s.key.is(key)).is_none();
         if fresh {
             self.make_room(out);
             self.runs.insert_unique(
                 hash,
                 Slot {
-                    key: Arc::new(key.clone()),
+                    key: PackedKey::new(key),
                     state: Box::new(RunState::new(ts)),
                     dirty: false,
                 },
-                |s| hash_key(&s.key),
+                |s| s.key.hash(),
             );
         }
-        let Some(slot) = self.runs.find_mut(hash, |s| *s.key == *key) else {
+        let Some(slot) = self.runs.find_mut(hash, |s| s.key.is(key)) else {
             unreachable!("run state inserted above")
         };
         if !slot.dirty {
@@ -336,7 +400,7 @@ impl PartitionEngine {
                 Outcome::Step(canon.fps)
             }
             Event::RunFinished(e) => {
-                let Ok(entry) = self.runs.find_entry(hash, |s| *s.key == *key) else {
+                let Ok(entry) = self.runs.find_entry(hash, |s| s.key.is(key)) else {
                     unreachable!("run state inserted above")
                 };
                 let slot = entry.remove().0;
@@ -457,7 +521,7 @@ impl PartitionEngine {
     fn mark_ended(&mut self, key: RunKey, listed: bool) {
         let hash = hash_key(&key);
         if !listed {
-            self.dirty.push(Arc::new(key.clone()));
+            self.dirty.push(PackedKey::new(&key));
         }
         if self.ended_set.find(hash, |k| *k == key).is_none() {
             self.ended_set.insert_unique(hash, key.clone(), hash_key);
@@ -476,11 +540,11 @@ impl PartitionEngine {
     /// Changes since the last call, for the changelog: at most one per run per flush, however
     /// many events it saw, in a deterministic order.
     pub fn take_changes(&mut self) -> Vec<Change<'_>> {
-        let mut keys: Vec<RunKey> = self.dirty.drain(..).map(unshare).collect();
+        let mut keys: Vec<RunKey> = self.dirty.drain(..).map(|k| k.to_key()).collect();
         keys.sort();
         keys.dedup();
         for k in &keys {
-            if let Some(s) = self.runs.find_mut(hash_key(k), |s| *s.key == *k) {
+            if let Some(s) = self.runs.find_mut(hash_key(k), |s| s.key.is(k)) {
                 s.dirty = false;
             }
         }
@@ -489,7 +553,7 @@ impl PartitionEngine {
             .into_iter()
             .filter_map(|k| {
                 let hash = hash_key(&k);
-                match runs.find(hash, |s| *s.key == k) {
+                match runs.find(hash, |s| s.key.is(&k)) {
                     Some(s) => Some(Change::Upsert(k, &s.state)),
                     // Ended, unless it has since been forgotten (then `forgotten` says so).
                     None if ended.find(hash, |e| *e == k).is_some() => Some(Change::Ended(k)),
@@ -533,11 +597,11 @@ impl PartitionEngine {
                 continue;
             }
             // A key listed twice: the later state wins, as an insert into a map would.
-            if let Ok(e) = self.runs.find_entry(hash, |x| *x.key == k) {
+            if let Ok(e) = self.runs.find_entry(hash, |x| x.key.is(&k)) {
                 let old = e.remove().0;
                 drop(old);
             }
-            let k = Arc::new(k);
+            let k = PackedKey::new(&k);
             self.runs.insert_unique(
                 hash,
                 Slot {
@@ -545,7 +609,7 @@ impl PartitionEngine {
                     state: Box::new(s),
                     dirty: false,
                 },
-                |x| hash_key(&x.key),
+                |x| x.key.hash(),
             );
         }
         self.compact_lru();
@@ -610,11 +674,6 @@ fn resolve(
     ));
     cache.insert(k, c.clone());
     c
-}
-
-/// The key out of its shared pointer, copied only if an index still holds it.
-fn unshare(k: SharedKey) -> RunKey {
-    Arc::try_unwrap(k).unwrap_or_else(|k| (*k).clone())
 }
 
 fn build_signal(key: &RunKey, state: &mut RunState, step: &Step, f: detectors::Finding) -> Signal {

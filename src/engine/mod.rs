@@ -387,9 +387,10 @@ impl PartitionEngine {
                 state.on_step(step, &mut self.names);
                 let was_caught = state.loop_detected;
                 self.findings.clear();
+                let counts = state.counts();
                 state
                     .detectors
-                    .on_step(dcfg, step, &canon, &mut self.findings);
+                    .on_step(dcfg, step, &canon, counts, &mut self.findings);
                 for f in self.findings.drain(..) {
                     let sig = build_signal(key, state, step, f);
                     out.push(OutputEvent::signal(sig));

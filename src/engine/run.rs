@@ -1,5 +1,5 @@
 //! Per-run state and the run's final verdict.
-use super::detectors::RunDetectors;
+use super::detectors::{self, budget, RunDetectors};
 use super::seen::SeenSteps;
 use crate::contract::input::{RunFinished, RunStarted, RunStatus, TerminationReason};
 use crate::contract::{Step, Totals};
@@ -10,7 +10,7 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 
 /// Everything eddy remembers about one open run. Serialisable: it is what the changelog stores.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RunState {
     /// Shared by the partition's runs of one agent (see [`Names`]).
     pub agent_name: Option<Arc<str>>,
@@ -50,7 +50,48 @@ pub enum End<'a> {
     },
 }
 
+/// Written as a derived `Serialize` would, except that the detectors' budget state writes
+/// this run's counts (it keeps none of its own).
+impl Serialize for RunState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("RunState", 18)?;
+        st.serialize_field("agent_name", &self.agent_name)?;
+        st.serialize_field("started_ms", &self.started_ms)?;
+        st.serialize_field("first_ms", &self.first_ms)?;
+        st.serialize_field("last_ts", &self.last_ts)?;
+        st.serialize_field("seen", &self.seen)?;
+        st.serialize_field("steps", &self.steps)?;
+        st.serialize_field("tool_calls", &self.tool_calls)?;
+        st.serialize_field("tokens", &self.tokens)?;
+        st.serialize_field("cost_usd", &self.cost_usd)?;
+        st.serialize_field("signals", &self.signals)?;
+        st.serialize_field("redeliveries", &self.redeliveries)?;
+        st.serialize_field("loop_detected", &self.loop_detected)?;
+        st.serialize_field("loop_step_index", &self.loop_step_index)?;
+        st.serialize_field("loop_caught_step_index", &self.loop_caught_step_index)?;
+        st.serialize_field("inferred_reason", &self.inferred_reason)?;
+        st.serialize_field("detectors", &detectors::Ser(&self.detectors, self.counts()))?;
+        st.serialize_field("last_seq", &self.last_seq)?;
+        match &self.minute {
+            Some(m) => st.serialize_field("minute", m)?,
+            None => st.skip_field("minute")?,
+        }
+        st.end()
+    }
+}
+
 impl RunState {
+    /// What budgets count.
+    pub fn counts(&self) -> budget::Counts {
+        budget::Counts {
+            steps: self.steps,
+            tool_calls: self.tool_calls,
+            tokens: self.tokens,
+            cost_usd: self.cost_usd,
+        }
+    }
+
     pub fn new(ts: i64) -> Self {
         Self {
             agent_name: None,

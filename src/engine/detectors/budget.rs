@@ -17,53 +17,92 @@ pub struct BudgetConfig {
     pub max_context_tokens: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// What budgets count: the run's own totals (`RunState`), including the current step.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Counts {
+    pub steps: u64,
+    pub tool_calls: u64,
+    pub tokens: u64,
+    pub cost_usd: f64,
+}
+
+/// Only which budgets fired: the counts are the run's, which counts the same things.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct BudgetState {
-    steps: u64,
-    tool_calls: u64,
-    tokens: u64,
-    cost_usd: f64,
     /// Bit per budget already reported.
+    #[serde(default)]
     fired: u8,
 }
 
-impl BudgetState {
-    pub fn on_step(&mut self, cfg: &BudgetConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
-        self.steps += 1;
-        if v.tool.is_some() {
-            self.tool_calls += 1;
+/// The state as records hold it: the counts, then `fired` (records also carry the counts, as
+/// they did when this state kept its own).
+pub struct Ser<'a>(pub &'a BudgetState, pub Counts);
+
+impl Serialize for Ser<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Record {
+            steps: u64,
+            tool_calls: u64,
+            tokens: u64,
+            cost_usd: f64,
+            fired: u8,
         }
-        self.tokens = self.tokens.saturating_add(v.step.tokens.unwrap_or(0));
-        self.cost_usd += v.step.cost_usd.unwrap_or(0.0);
+        let c = self.1;
+        Record {
+            steps: c.steps,
+            tool_calls: c.tool_calls,
+            tokens: c.tokens,
+            cost_usd: c.cost_usd,
+            fired: self.0.fired,
+        }
+        .serialize(s)
+    }
+}
+
+impl BudgetState {
+    pub fn on_step(
+        &mut self,
+        cfg: &BudgetConfig,
+        v: &StepView<'_>,
+        run: Counts,
+        out: &mut Vec<Finding>,
+    ) {
+        let Counts {
+            steps,
+            tool_calls,
+            tokens,
+            cost_usd,
+        } = run;
         let ctx = v.step.tokens_in_context.unwrap_or(0);
         // LoopGuard: a budget fires when the count is *greater than* the maximum.
         let checks: [(u8, &str, bool, f64, TerminationReason); 5] = [
             (
                 1,
                 "max_steps",
-                cfg.max_steps.is_some_and(|m| self.steps > m),
-                self.steps as f64,
+                cfg.max_steps.is_some_and(|m| steps > m),
+                steps as f64,
                 TerminationReason::MaxStepsReached,
             ),
             (
                 2,
                 "max_tool_calls",
-                cfg.max_tool_calls.is_some_and(|m| self.tool_calls > m),
-                self.tool_calls as f64,
+                cfg.max_tool_calls.is_some_and(|m| tool_calls > m),
+                tool_calls as f64,
                 TerminationReason::MaxStepsReached,
             ),
             (
                 4,
                 "max_tokens",
-                cfg.max_tokens.is_some_and(|m| self.tokens > m),
-                self.tokens as f64,
+                cfg.max_tokens.is_some_and(|m| tokens > m),
+                tokens as f64,
                 TerminationReason::ContextLimit,
             ),
             (
                 8,
                 "max_cost_usd",
-                cfg.max_cost_usd.is_some_and(|m| self.cost_usd > m),
-                self.cost_usd,
+                cfg.max_cost_usd.is_some_and(|m| cost_usd > m),
+                cost_usd,
                 TerminationReason::MaxStepsReached,
             ),
             (

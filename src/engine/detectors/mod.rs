@@ -774,25 +774,29 @@ impl From<DetectorsRecord> for RunDetectors {
     }
 }
 
-impl Serialize for RunDetectors {
+/// The detectors as records hold them; budgets write the run's counts (`RunState`'s).
+pub struct Ser<'a>(pub &'a RunDetectors, pub budget::Counts);
+
+impl Serialize for Ser<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let h = &self.history;
+        let Ser(d, counts) = self;
+        let h = &d.history;
         let mut st = s.serialize_struct("RunDetectors", 12)?;
-        st.serialize_field("keelwave", &self.keelwave)?;
-        st.serialize_field("progress", &self.progress)?;
-        st.serialize_field("repeat", &repeat::Ser(&self.repeat, h))?;
-        st.serialize_field("stall", &stall::Ser(&self.stall, h))?;
-        st.serialize_field("failure", &self.failure)?;
-        st.serialize_field("cycle", &cycle::Ser(&self.cycle, h))?;
-        st.serialize_field("handoff", &self.handoff)?;
-        st.serialize_field("neardup", &neardup::Ser(&self.neardup, h))?;
-        st.serialize_field("content", &self.content)?;
+        st.serialize_field("keelwave", &d.keelwave)?;
+        st.serialize_field("progress", &d.progress)?;
+        st.serialize_field("repeat", &repeat::Ser(&d.repeat, h))?;
+        st.serialize_field("stall", &stall::Ser(&d.stall, h))?;
+        st.serialize_field("failure", &d.failure)?;
+        st.serialize_field("cycle", &cycle::Ser(&d.cycle, h))?;
+        st.serialize_field("handoff", &d.handoff)?;
+        st.serialize_field("neardup", &neardup::Ser(&d.neardup, h))?;
+        st.serialize_field("content", &d.content)?;
         let no_context = context::ContextState::default();
-        let context = self.context.get().unwrap_or(&no_context);
+        let context = d.context.get().unwrap_or(&no_context);
         st.serialize_field("context", &context::Ser(context, h))?;
-        st.serialize_field("budget", &self.budget)?;
-        st.serialize_field("policy", &self.policy)?;
+        st.serialize_field("budget", &budget::Ser(&d.budget, *counts))?;
+        st.serialize_field("policy", &d.policy)?;
         st.end()
     }
 }
@@ -804,6 +808,7 @@ impl RunDetectors {
         cfg: &DetectorConfig,
         step: &Step,
         canon: &Canonical,
+        run: budget::Counts,
         out: &mut Vec<Finding>,
     ) {
         let start = out.len();
@@ -822,7 +827,7 @@ impl RunDetectors {
             ));
         }
         self.keelwave.on_step(&cfg.keelwave, step, &canon.fps, out);
-        self.budget.on_step(&cfg.budget, &v, out);
+        self.budget.on_step(&cfg.budget, &v, run, out);
         self.failure
             .with(|f| f.on_step(&cfg.failure, &v, &before, out));
         let h = &mut self.history;

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
 pub type Fp = [u8; 32];
@@ -171,22 +171,26 @@ fn with_key_norm<R>(k: &str, f: impl FnOnce(&str) -> R) -> R {
     f(std::str::from_utf8(&buf[..n]).unwrap_or(""))
 }
 
-type KeySet = HashSet<String, BuildHasherDefault<FxHasher>>;
+/// What a [`key_norm`] form is configured as: [`VOLATILE`] and/or [`REDACT`] bits.
+type KeyFlags = HashMap<String, u8, BuildHasherDefault<FxHasher>>;
+const VOLATILE: u8 = 1;
+const REDACT: u8 = 2;
 
-fn key_set<'a>(keys: impl IntoIterator<Item = &'a String>) -> KeySet {
-    keys.into_iter().map(|k| key_norm(k)).collect()
+fn add_keys<'a>(set: &mut KeyFlags, keys: impl IntoIterator<Item = &'a String>, flag: u8) {
+    for k in keys {
+        *set.entry(key_norm(k)).or_default() |= flag;
+    }
 }
 
 /// The volatile and redact keys of one resolved configuration, in [`key_norm`] form. Built once
 /// per configuration (the engine caches it with the resolved detector configuration) rather
 /// than per step: normalising the ~50 configured keys on every step was a fifth of the engine's
-/// time.
+/// time. One map for both, so each key of a payload costs one lookup.
 #[derive(Debug, Clone, Default)]
 pub struct KeySets {
-    volatile: KeySet,
-    redact: KeySet,
+    keys: KeyFlags,
     /// Tools with volatile keys of their own: the global keys plus theirs.
-    per_tool: HashMap<String, KeySet, BuildHasherDefault<FxHasher>>,
+    per_tool: HashMap<String, KeyFlags, BuildHasherDefault<FxHasher>>,
     suffixes: bool,
     values: bool,
 }
@@ -194,20 +198,21 @@ pub struct KeySets {
 impl KeySets {
     pub fn new(cfg: &DetectorConfig) -> Self {
         let fp = &cfg.fingerprint;
+        let mut keys = KeyFlags::default();
+        add_keys(&mut keys, &fp.volatile_keys, VOLATILE);
+        add_keys(&mut keys, &fp.redact_keys, REDACT);
         let per_tool = cfg
             .tools
             .iter()
             .filter(|(_, p)| !p.volatile_keys.is_empty())
             .map(|(t, p)| {
-                (
-                    t.clone(),
-                    key_set(fp.volatile_keys.iter().chain(&p.volatile_keys)),
-                )
+                let mut own = keys.clone();
+                add_keys(&mut own, &p.volatile_keys, VOLATILE);
+                (t.clone(), own)
             })
             .collect();
         Self {
-            volatile: key_set(&fp.volatile_keys),
-            redact: key_set(&fp.redact_keys),
+            keys,
             per_tool,
             suffixes: fp.volatile_key_suffixes,
             values: fp.normalize_values,
@@ -218,10 +223,9 @@ impl KeySets {
     pub fn volatility(&self, tool: Option<&str>) -> Volatility<'_> {
         let keys = tool
             .and_then(|t| self.per_tool.get(t))
-            .unwrap_or(&self.volatile);
+            .unwrap_or(&self.keys);
         Volatility {
             keys,
-            redact: &self.redact,
             suffixes: self.suffixes,
             values: self.values,
         }
@@ -230,16 +234,19 @@ impl KeySets {
 
 /// The volatile-key rule for one tool: borrowed from [`KeySets`], nothing built per step.
 pub struct Volatility<'a> {
-    keys: &'a KeySet,
-    redact: &'a KeySet,
+    keys: &'a KeyFlags,
     suffixes: bool,
     values: bool,
 }
 
 impl Volatility<'_> {
-    /// `norm` is `key_norm(k)`.
-    fn is_volatile_key(&self, k: &str, norm: &str) -> bool {
-        if self.keys.contains(norm) {
+    fn flags(&self, norm: &str) -> u8 {
+        self.keys.get(norm).copied().unwrap_or(0)
+    }
+
+    /// `norm` is `key_norm(k)`, `flags` its [`Volatility::flags`].
+    fn is_volatile_key(&self, k: &str, norm: &str, flags: u8) -> bool {
+        if flags & VOLATILE != 0 {
             return true;
         }
         if !self.suffixes {
@@ -272,7 +279,7 @@ impl Volatility<'_> {
                     in_headers = false;
                 } else if let Some((name, _)) = line.split_once(':') {
                     let k = key_norm(name);
-                    if self.redact.contains(&k) {
+                    if self.flags(&k) & REDACT != 0 {
                         out.push_str(name);
                         out.push_str(": ");
                         out.push_str(REDACTED);
@@ -280,8 +287,8 @@ impl Volatility<'_> {
                     }
                     let bare = k.strip_prefix('x').filter(|_| name.starts_with(['x', 'X']));
                     if HTTP_VOLATILE_HEADERS.contains(&k.as_str())
-                        || self.keys.contains(&k)
-                        || bare.is_some_and(|b| self.keys.contains(b))
+                        || self.flags(&k) & VOLATILE != 0
+                        || bare.is_some_and(|b| self.flags(b) & VOLATILE != 0)
                     {
                         out.push_str(name);
                         out.push_str(": <volatile>");
@@ -311,9 +318,10 @@ impl Volatility<'_> {
                 let mut drop = false;
                 for (k, x) in m.iter_mut() {
                     with_key_norm(k, |norm| {
-                        if self.redact.contains(norm) {
+                        let flags = self.flags(norm);
+                        if flags & REDACT != 0 {
                             *x = Value::String(REDACTED.into());
-                        } else if self.is_volatile_key(k, norm) {
+                        } else if self.is_volatile_key(k, norm, flags) {
                             drop = true;
                         } else {
                             self.normalize_in_place(x);
@@ -323,7 +331,8 @@ impl Volatility<'_> {
                 if drop {
                     m.retain(|k, _| {
                         with_key_norm(k, |norm| {
-                            self.redact.contains(norm) || !self.is_volatile_key(k, norm)
+                            let flags = self.flags(norm);
+                            flags & REDACT != 0 || !self.is_volatile_key(k, norm, flags)
                         })
                     });
                 }
@@ -359,6 +368,21 @@ fn normalize_number(n: &serde_json::Number) -> serde_json::Number {
     }
 }
 
+/// Whether serde_json's `Map` iterates in key order (a `BTreeMap`, without `preserve_order`):
+/// then no object needs the order check below, which compared every pair of keys per object.
+static MAP_SORTED: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+    let mut m = serde_json::Map::new();
+    for k in ["b", "c", "a"] {
+        m.insert(k.into(), Value::Null);
+    }
+    m.keys().map(String::as_str).eq(["a", "b", "c"])
+});
+
+/// Whether serde_json's maps iterate in key order, as [`write_canonical`] writes them.
+pub fn map_in_key_order() -> bool {
+    *MAP_SORTED
+}
+
 /// RFC 8785-style serialisation: object keys sorted by code point at every depth, no
 /// whitespace, strings escaped the way serde_json does. Sorting is explicit so the result does
 /// not depend on serde_json's `preserve_order` feature being off in the build; without it the
@@ -377,7 +401,7 @@ pub fn write_canonical(v: &Value, out: &mut String) {
                 out.push(':');
                 write_canonical(x, out);
             };
-            if m.keys().zip(m.keys().skip(1)).all(|(a, b)| a <= b) {
+            if *MAP_SORTED || m.keys().zip(m.keys().skip(1)).all(|(a, b)| a <= b) {
                 for (k, x) in m {
                     entry(k, x, out);
                 }

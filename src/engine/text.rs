@@ -22,7 +22,8 @@ pub fn normalize_volatile_cow(s: &str) -> std::borrow::Cow<'_, str> {
     while i < b.len() {
         // Only start a match at a token boundary, so `abc123...` inside a word is left alone.
         let at_boundary = i == 0 || !b[i - 1].is_ascii_alphanumeric();
-        if at_boundary && b[i].is_ascii_alphanumeric() {
+        // Every volatile value starts with a hex digit (most words do not: no match to try).
+        if at_boundary && b[i].is_ascii_hexdigit() {
             if let Some((len, repl)) = match_volatile(&b[i..]) {
                 if out.is_empty() {
                     out.reserve(s.len());
@@ -233,6 +234,30 @@ const ASCII_BREAK: [bool; 256] = {
     t
 };
 
+/// The tokens of [`Words::of`] for ASCII text, in their original case and in place (no copy):
+/// for a caller that only compares them, ASCII-case-insensitively. Meaningless for non-ASCII
+/// text, whose words [`Words::of`] splits on Unicode whitespace.
+pub fn ascii_tokens(s: &str) -> impl Iterator<Item = &str> + '_ {
+    let b = s.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || loop {
+        while i < b.len() && ASCII_BREAK[usize::from(b[i])] {
+            i += 1;
+        }
+        if i == b.len() {
+            return None;
+        }
+        let start = i;
+        while i < b.len() && !ASCII_BREAK[usize::from(b[i])] {
+            i += 1;
+        }
+        let t = s[start..i].trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/'));
+        if !t.is_empty() {
+            return Some(t);
+        }
+    })
+}
+
 /// The tokens of [`words`] in one buffer: detectors tokenise several texts per step, and one
 /// allocation per token was a large share of their time.
 #[derive(Debug, Default)]
@@ -319,17 +344,15 @@ impl Words {
         let mut parts = [""; 16];
         let mut n = 0;
         let mut fits = phrase.is_ascii();
-        for raw in phrase.split(is_word_break) {
-            let t = raw.trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/'));
-            if t.is_empty() || !fits {
-                continue;
+        if fits {
+            for t in ascii_tokens(phrase) {
+                if n == parts.len() {
+                    fits = false;
+                    break;
+                }
+                parts[n] = t;
+                n += 1;
             }
-            if n == parts.len() {
-                fits = false;
-                continue;
-            }
-            parts[n] = t;
-            n += 1;
         }
         if !fits {
             let p = Words::of(phrase);
@@ -405,7 +428,14 @@ pub fn minhash<'a>(features: impl IntoIterator<Item = &'a str>) -> Vec<u32> {
 
 /// [`minhash`] of features given by their [`fnv64`].
 pub fn minhash_of(hashes: impl IntoIterator<Item = u64>) -> Vec<u32> {
-    let mut sig = vec![u32::MAX; MINHASH_K];
+    let mut sig = [0; MINHASH_K];
+    minhash_into(&mut sig, hashes);
+    sig.to_vec()
+}
+
+/// [`minhash_of`] into `sig`, without allocating.
+pub fn minhash_into(sig: &mut [u32; MINHASH_K], hashes: impl IntoIterator<Item = u64>) {
+    sig.fill(u32::MAX);
     for base in hashes {
         for (k, slot) in sig.iter_mut().enumerate() {
             let h = (mix(base ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> 32) as u32;
@@ -414,7 +444,6 @@ pub fn minhash_of(hashes: impl IntoIterator<Item = u64>) -> Vec<u32> {
             }
         }
     }
-    sig
 }
 
 /// Estimated Jaccard similarity of two MinHash signatures.
@@ -524,6 +553,13 @@ pub fn feature_sig(text: &str) -> (usize, Vec<u32>) {
 /// [`minhash`] is computed from (`minhash_of(feature_hashes(t)) == feature_sig(t).1`). Equal
 /// lists give equal signatures.
 pub fn feature_hashes(text: &str) -> Vec<u64> {
+    if text.is_ascii() {
+        let mut f = Vec::new();
+        ascii_feature_hashes(text.as_bytes(), &mut f);
+        // Kept in run state: no spare capacity.
+        f.shrink_to_fit();
+        return f;
+    }
     let w = Words::of(text);
     let toks: Vec<&str> = w.iter().filter(|t| !is_stopword(t)).map(stem).collect();
     let hash = |a: &str, b: &str| {
@@ -544,6 +580,96 @@ pub fn feature_hashes(text: &str) -> Vec<u64> {
     // Kept in run state: no spare capacity.
     f.shrink_to_fit();
     f
+}
+
+/// `feature_hashes(&normalize_message(text))` into `out` (cleared first). For ASCII text the
+/// tokens are read in place: whitespace collapsing is invisible to [`Words`], which splits on
+/// whitespace and lowercases anyway, so only the volatile values need rewriting. This runs on
+/// every counted tool call, and the three copies of the text it saves were most of its cost.
+pub fn message_feature_hashes(text: &str, out: &mut Vec<u64>) {
+    out.clear();
+    if text.is_ascii() {
+        // The replacements of volatile values are ASCII: the text stays ASCII.
+        ascii_feature_hashes(normalize_volatile_cow(text).as_bytes(), out);
+    } else {
+        out.extend(feature_hashes(&normalize_message(text)));
+    }
+}
+
+/// [`feature_hashes`] of ASCII text, appended to `out`: the tokens of [`Words::of`] read in place
+/// and lowercased as they are hashed, without the token buffer.
+fn ascii_feature_hashes(b: &[u8], out: &mut Vec<u64>) {
+    let start_len = out.len();
+    let mut prev: Option<u64> = None;
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && ASCII_BREAK[usize::from(b[i])] {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && !ASCII_BREAK[usize::from(b[i])] {
+            i += 1;
+        }
+        let mut t = &b[start..i];
+        while let [b'.' | b'-' | b'_' | b'/', rest @ ..] = t {
+            t = rest;
+        }
+        while let [rest @ .., b'.' | b'-' | b'_' | b'/'] = t {
+            t = rest;
+        }
+        if t.is_empty() || is_ascii_stopword(t) {
+            continue;
+        }
+        let t = ascii_stem(t);
+        let h = fnv64_lower(FNV_OFFSET, t);
+        out.push(h);
+        if let Some(p) = prev {
+            out.push(fnv64_lower(fnv64_from(p, b" "), t));
+        }
+        prev = Some(h);
+    }
+    // Distinct by hash, as in `feature_hashes`.
+    out[start_len..].sort_unstable();
+    let mut w = start_len;
+    for r in start_len..out.len() {
+        if w == start_len || out[r] != out[w - 1] {
+            out[w] = out[r];
+            w += 1;
+        }
+    }
+    out.truncate(w);
+}
+
+/// [`fnv64_from`] of the ASCII-lowercased bytes.
+fn fnv64_lower(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(b.to_ascii_lowercase());
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// [`is_stopword`] of an ASCII token once lowercased, without copying it.
+fn is_ascii_stopword(t: &[u8]) -> bool {
+    let mut buf = [0u8; 8];
+    if t.len() > buf.len() {
+        // No stopword is this long.
+        return false;
+    }
+    for (d, s) in buf.iter_mut().zip(t) {
+        *d = s.to_ascii_lowercase();
+    }
+    std::str::from_utf8(&buf[..t.len()]).is_ok_and(is_stopword)
+}
+
+/// [`stem`] of an ASCII token as it is once lowercased (the suffixes are lowercase letters).
+fn ascii_stem(w: &[u8]) -> &[u8] {
+    for suf in [&b"ing"[..], b"ed", b"es", b"s"] {
+        if w.len() > suf.len() + 3 && w[w.len() - suf.len()..].eq_ignore_ascii_case(suf) {
+            return &w[..w.len() - suf.len()];
+        }
+    }
+    w
 }
 
 /// [`key64`] of one short name (a tool or an agent), memoised per thread: a fleet has few
@@ -629,7 +755,12 @@ pub fn normalize_error(s: &str) -> String {
 
 /// Python tracebacks: keep the header and the exception lines, drop the indented frames.
 fn strip_traceback_frames(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.contains("Traceback (most recent call last)") {
+    // Built once: a searcher for this needle per error text was a visible share of the time.
+    static TRACEBACK: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| {
+            memchr::memmem::Finder::new("Traceback (most recent call last)")
+        });
+    if TRACEBACK.find(s.as_bytes()).is_none() {
         return std::borrow::Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len());
@@ -666,7 +797,13 @@ const TEMP_ROOTS: &[&str] = &[
 /// Appends the identity form of one token to `out`.
 fn normalize_error_token(tok: &str, out: &mut String) {
     // Temporary paths, possibly quoted or embedded (`'/tmp/tmpx/out.csv'`, `rootdir=/tmp/...`).
-    for root in TEMP_ROOTS {
+    // Every root holds a `/`: most tokens have none and need no search.
+    let roots = if memchr::memchr(b'/', tok.as_bytes()).is_some() {
+        TEMP_ROOTS
+    } else {
+        &[]
+    };
+    for root in roots {
         if let Some(at) = tok.find(root) {
             let (head, path) = tok.split_at(at);
             let path = path.trim_end_matches(['\'', '"', ',', ')', ']', ':']);
@@ -865,6 +1002,39 @@ mod tests {
             let q = Words::of(p);
             let refs: Vec<&str> = q.iter().collect();
             assert_eq!(w.has_phrase_str(p), w.has_phrase(&refs), "{p}");
+        }
+    }
+
+    #[test]
+    fn in_place_tokens_and_features_match_the_copies() {
+        let texts = [
+            "",
+            "  ...  ",
+            "The Files searching SEARCHED /tmp/a_b- x.py -- a.b. c/ __init__.py",
+            "Find release notes for Tokio at 2024-05-01 10:00:00Z, req 3f2b1c9e-1a2b-4c3d-8e9f-0123456789ab",
+            "Please CHECK the status: it's RUNNING (took 0.53s) id=4bf92f3577b34da6a3ce929d0e0e4736",
+            "a\tb\nc\x0bd\x0ce\rf  g\x1ch",
+            "caf\u{e9} \u{3a3}\u{3a3}: x-y AUTH.py auth.py",
+            "epoch 1767225600000 and 12:01:02 then 0.532 seconds",
+        ];
+        for t in texts {
+            let reference: Vec<u64> = {
+                let mut h: Vec<u64> = text_features(&normalize_message(t))
+                    .iter()
+                    .map(|f| fnv64(f.as_bytes()))
+                    .collect();
+                h.sort_unstable();
+                h.dedup();
+                h
+            };
+            let mut got = vec![7];
+            message_feature_hashes(t, &mut got);
+            assert_eq!(got, reference, "{t}");
+            assert_eq!(feature_hashes(&normalize_message(t)), reference, "{t}");
+            if t.is_ascii() {
+                let lower: Vec<String> = ascii_tokens(t).map(str::to_ascii_lowercase).collect();
+                assert_eq!(lower, words(t), "{t}");
+            }
         }
     }
 

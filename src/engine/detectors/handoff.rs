@@ -5,7 +5,7 @@
 //! (exact after normalisation, or near-identical for short messages), so a writer↔reviewer
 //! exchange whose drafts and reviews move on stays quiet.
 use super::{hex64, push_bounded, Finding, Latch, Lazy, Levels, StepView};
-use crate::engine::text::{feature_sig, key64, normalize_message, similarity};
+use crate::engine::text::{feature_sig, key64, name_key, normalize_message, similarity};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -109,8 +109,9 @@ impl Serialize for HandoffState {
     }
 }
 
+/// `key64("agent", name)`: memoised, as every step of a multi-agent run names its agent.
 fn agent_key(name: &str) -> u64 {
-    key64("agent", &[name.as_bytes()])
+    name_key("agent", name)
 }
 
 fn payload_text(v: &StepView<'_>) -> String {

@@ -5,11 +5,14 @@
 //! reads and queries whose results change never form a cluster.
 use super::history::{self, History, NEARDUP};
 use super::{hex64, FailClass, Finding, Latch, Levels, OutKind, StepView};
-use crate::engine::text::{feature_hashes, minhash_of, normalize_message, similarity, Words};
+use crate::engine::fingerprint::map_in_key_order;
+use crate::engine::text::{
+    message_feature_hashes, minhash_into, minhash_of, similarity, Words, MINHASH_K,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -53,11 +56,15 @@ impl Default for NearDupConfig {
 enum Sig {
     /// The signature itself (also what records written before `Features` hold).
     Full(Vec<u32>),
-    /// The feature hashes ([`feature_hashes`]), when there are at most [`MAX_FEATURES`].
+    /// The feature hashes ([`crate::engine::text::feature_hashes`]), when there are at most [`MAX_FEATURES`].
     Features { f: Vec<u64> },
 }
 
 const MAX_FEATURES: usize = 8;
+// A call's stored signature, either form, fits in one full signature's room.
+const _: () = assert!(2 * MAX_FEATURES <= MINHASH_K);
+/// Scratch text kept between calls up to this capacity; a huge argument's is freed.
+const SCRATCH_KEEP: usize = 64 * 1024;
 
 /// A window entry as records hold it. Written as an array in field order (read from that or
 /// from the object of version 1 records): the changelog then repeats no field names for every
@@ -325,6 +332,96 @@ impl Serialize for Ser<'_> {
     }
 }
 
+/// A call's signature as stored (`Call::full`, `Call::sig`) and its feature count, with the
+/// canonical input it was computed from.
+#[derive(Clone)]
+struct SigMemo {
+    /// Empty while the slot is unused (no canonical input is empty: `null` at least).
+    input: String,
+    features: usize,
+    full: bool,
+    len: usize,
+    sig: [u32; MINHASH_K],
+}
+
+/// Slots of the memo: a fleet repeats the same arguments across its runs (and a looping run
+/// repeats its own), so most calls find their signature here instead of tokenising, hashing and
+/// MinHashing their arguments again.
+const MEMO_SLOTS: usize = 128;
+/// Longer canonical inputs are not memoised (bounds the memo's memory).
+const MEMO_MAX_INPUT: usize = 256;
+
+#[derive(Default)]
+struct Scratch {
+    /// The argument text and feature hashes of the call at hand: reused, so a call allocates
+    /// neither.
+    text: String,
+    hashes: Vec<u64>,
+    memo: Vec<SigMemo>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = Default::default();
+}
+
+/// The current call's signature into `sig` as stored, and (features, full, length). The
+/// argument text is a function of the canonical input text (the normalised value it was written
+/// from, with its maps in key order), so the memo is keyed by that text, compared whole.
+fn call_sig(v: &StepView<'_>, sig: &mut [u32; MINHASH_K]) -> (usize, bool, usize) {
+    let input = v.canon.input_text.as_str();
+    // With `preserve_order` maps keep their insertion order, which the canonical text does not
+    // show: then two equal texts may list their arguments in another order, and nothing is
+    // memoised.
+    let memo = !input.is_empty() && input.len() <= MEMO_MAX_INPUT && map_in_key_order();
+    let slot = (v.action_key % MEMO_SLOTS as u64) as usize;
+    SCRATCH.with_borrow_mut(|s| {
+        if memo {
+            if let Some(m) = s.memo.get(slot).filter(|m| m.input == input) {
+                sig[..m.len].copy_from_slice(&m.sig[..m.len]);
+                return (m.features, m.full, m.len);
+            }
+        }
+        s.text.clear();
+        arg_text(&v.canon.input, &mut s.text);
+        message_feature_hashes(&s.text, &mut s.hashes);
+        let hashes = &s.hashes;
+        let got = if hashes.len() <= MAX_FEATURES {
+            for (d, h) in sig.chunks_exact_mut(2).zip(hashes.iter()) {
+                d[0] = *h as u32;
+                d[1] = (h >> 32) as u32;
+            }
+            (hashes.len(), false, 2 * hashes.len())
+        } else {
+            minhash_into(sig, hashes.iter().copied());
+            (hashes.len(), true, MINHASH_K)
+        };
+        if s.text.capacity() > SCRATCH_KEEP {
+            s.text = String::new();
+        }
+        if memo {
+            if s.memo.is_empty() {
+                s.memo = vec![
+                    SigMemo {
+                        input: String::new(),
+                        features: 0,
+                        full: false,
+                        len: 0,
+                        sig: [0; MINHASH_K],
+                    };
+                    MEMO_SLOTS
+                ];
+            }
+            if let Some(m) = s.memo.get_mut(slot) {
+                m.input.clear();
+                m.input.push_str(input);
+                (m.features, m.full, m.len) = got;
+                m.sig = *sig;
+            }
+        }
+        got
+    })
+}
+
 fn arg_text(v: &Value, out: &mut String) {
     match v {
         Value::String(s) => {
@@ -369,70 +466,84 @@ impl NearDupState {
         ) {
             return;
         }
-        let mut text = String::new();
-        arg_text(&v.canon.input, &mut text);
-        let hashes = feature_hashes(&normalize_message(&text));
-        let features = hashes.len();
-        let sig = if features <= MAX_FEATURES {
-            Sig::Features { f: hashes }
-        } else {
-            Sig::Full(minhash_of(hashes))
-        };
+        // The current call's signature as stored: at most `MAX_FEATURES` feature hashes as
+        // (low, high) halves, else the full signature; both fit here, so nothing is allocated.
+        let mut sig_buf = [0u32; MINHASH_K];
+        let (features, full_now, sig_len) = call_sig(v, &mut sig_buf);
         // Needed only if some call of the same tool has a stagnant result too.
         let full: std::cell::OnceCell<Vec<u32>> = std::cell::OnceCell::new();
         let (cur_step, cur_action) = (v.step.step_index, v.action_key);
         let result = v.failure.as_ref().map_or(v.output_key, |f| f.error_key);
-        let (full_now, cur_sig) = encode(sig);
         let cur = Call {
             tool: v.tool_key,
             result,
             kind: v.out_kind,
             full: full_now,
-            sig: &cur_sig,
+            sig: &sig_buf[..sig_len],
         };
-        let rich = cfg.rich_data_words > 0 && cur.kind == OutKind::Data && {
-            let w = Words::of(&v.canon.output_text);
-            let mut ws: Vec<&str> = w.iter().collect();
-            ws.sort_unstable();
-            ws.dedup();
-            ws.len() >= cfg.rich_data_words
-        };
-        let cluster: Vec<(history::Call, Call<'_>)> = self
-            .entries(hist)
-            .filter(|(_, c)| {
-                let min = if cur.kind == OutKind::Data && !rich {
-                    cfg.similarity_data
-                } else {
-                    cfg.similarity
-                };
-                c.tool == cur.tool
-                    && stagnant(c, &cur)
-                    && c.similarity(&cur, || full.get_or_init(|| cur.full_sig().into_owned()))
-                        >= min
+        // Only read for a call of the same tool with the same data as result.
+        let rich = std::cell::OnceCell::new();
+        let is_rich = || {
+            *rich.get_or_init(|| {
+                let w = Words::of(&v.canon.output_text);
+                let mut ws: Vec<&str> = w.iter().collect();
+                ws.sort_unstable();
+                ws.dedup();
+                ws.len() >= cfg.rich_data_words
             })
-            .collect();
-        let mut steps: Vec<u64> = cluster.iter().map(|(h, _)| h.step).collect();
-        steps.push(cur_step);
-        let inputs: BTreeSet<u64> = cluster
-            .iter()
-            .map(|(h, _)| h.action)
-            .chain([cur_action])
-            .collect();
-        let hits = steps.len() as u32;
+        };
+        // Without features there is no level whatever the window holds (below): no cluster.
+        let cluster: Vec<(history::Call, Call<'_>)> = if features == 0 {
+            Vec::new()
+        } else {
+            self.entries(hist)
+                .filter(|(_, c)| {
+                    if c.tool != cur.tool || !stagnant(c, &cur) {
+                        return false;
+                    }
+                    let rich = cfg.rich_data_words > 0 && cur.kind == OutKind::Data && is_rich();
+                    let min = if cur.kind == OutKind::Data && !rich {
+                        cfg.similarity_data
+                    } else {
+                        cfg.similarity
+                    };
+                    c.similarity(&cur, || full.get_or_init(|| cur.full_sig().into_owned())) >= min
+                })
+                .collect()
+        };
+        let hits = cluster.len() as u32 + 1;
+        let distinct = if cluster.is_empty() {
+            1
+        } else {
+            let mut inputs: Vec<u64> = cluster
+                .iter()
+                .map(|(h, _)| h.action)
+                .chain([cur_action])
+                .collect();
+            inputs.sort_unstable();
+            inputs.dedup();
+            inputs.len()
+        };
         // Exact repeats are `repeated_operation`'s; this detector is about paraphrases.
-        let level = if features == 0 || inputs.len() < 2 || hits < cfg.levels.floor() {
+        let level = if features == 0 || distinct < 2 || hits < cfg.levels.floor() {
             None
         } else {
             cfg.levels.level(hits)
         };
-        if let Some(sev) = self.latch.rise(cur.tool, level) {
+        // Listed only when a finding may follow (the cluster borrows the window).
+        let steps = level.map(|_| {
+            let mut steps: Vec<u64> = cluster.iter().map(|(h, _)| h.step).collect();
+            steps.push(cur_step);
+            steps
+        });
+        drop(cluster);
+        if let (Some(sev), Some(steps)) = (self.latch.rise(cur.tool, level), steps) {
             let tool = v.tool.unwrap_or("?");
             out.push(Finding {
                 detector: "near_duplicate",
                 severity: sev,
                 pattern: format!(
-                    "{tool}: {hits} similar calls ({} distinct) with stagnant results",
-                    inputs.len()
+                    "{tool}: {hits} similar calls ({distinct} distinct) with stagnant results"
                 ),
                 fingerprint: hex64(cur.tool ^ cur.result),
                 hits,
@@ -440,7 +551,7 @@ impl NearDupState {
                 step_indices: steps,
                 evidence: serde_json::json!({
                     "tool": tool,
-                    "distinct_inputs": inputs.len(),
+                    "distinct_inputs": distinct,
                     "similarity": cfg.similarity,
                     "output_kind": cur.kind,
                 }),
@@ -451,5 +562,84 @@ impl NearDupState {
         let cap = cfg.window.max(1);
         let evicted = hist.join(NEARDUP, cap);
         self.push(evicted, v.output_key, &cur);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{RunKey, Step};
+    use crate::engine::detectors::DetectorConfig;
+    use crate::engine::fingerprint::Canonical;
+    use crate::engine::text::{feature_hashes, normalize_message};
+
+    fn step(tool: &str, input: &str) -> Step {
+        Step {
+            key: RunKey {
+                project_id: "p".into(),
+                run_id: "r".into(),
+            },
+            ts_ms: 0,
+            step_index: 1,
+            step_type: "tool_call".into(),
+            content: None,
+            tool_name: Some(tool.into()),
+            tool_input: serde_json::value::RawValue::from_string(input.into()).ok(),
+            tool_output: None,
+            tool_success: Some(true),
+            tool_latency_ms: None,
+            tokens: None,
+            cost_usd: None,
+            tokens_in_context: None,
+            agent: None,
+            caller: None,
+            metadata: None,
+        }
+    }
+
+    /// The signature as computed before the memo: from the argument text, every time.
+    fn fresh(v: &StepView<'_>) -> (usize, bool, Vec<u32>) {
+        let mut text = String::new();
+        arg_text(&v.canon.input, &mut text);
+        let h = feature_hashes(&normalize_message(&text));
+        if h.len() <= MAX_FEATURES {
+            let (_, s) = encode(Sig::Features { f: h.clone() });
+            (h.len(), false, s)
+        } else {
+            (h.len(), true, minhash_of(h.iter().copied()))
+        }
+    }
+
+    #[test]
+    fn memoised_signatures_are_the_computed_ones() {
+        let cfg = DetectorConfig::default();
+        let inputs = [
+            r#"{"path":"src/mod1.rs"}"#,
+            r#"{"q":"latest release notes for tokio","limit":5}"#,
+            r#"{"limit":5,"q":"latest release notes for tokio"}"#,
+            r#"{"q":"the a of"}"#,
+            r#"{"query":"select * from orders where id = 42 and status = 'open' order by created desc"}"#,
+            r#"{"at":"2024-05-01","time":"10:00"}"#,
+            r#"{"q":"caf\u00e9 \u03a3\u03a3 x-y"}"#,
+            "{}",
+            "null",
+        ];
+        // Twice over, and under several tools (other slots, same texts): hits and misses.
+        for round in 0..2 {
+            for tool in ["search", "web_search", "sql"] {
+                for input in inputs {
+                    let s = step(tool, input);
+                    let c = Canonical::compute(&s, &cfg);
+                    let v = StepView::new(&cfg, &s, &c);
+                    let mut sig = [0; MINHASH_K];
+                    let (n, full, len) = call_sig(&v, &mut sig);
+                    assert_eq!(
+                        (n, full, sig[..len].to_vec()),
+                        fresh(&v),
+                        "{round} {tool} {input}"
+                    );
+                }
+            }
+        }
     }
 }

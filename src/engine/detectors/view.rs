@@ -3,7 +3,7 @@
 use super::{DetectorConfig, ToolPolicy};
 use crate::contract::Step;
 use crate::engine::fingerprint::{canonical_string, Canonical};
-use crate::engine::text::{key64, name_key, normalize_error, Words};
+use crate::engine::text::{ascii_tokens, key64, name_key, normalize_error, Words};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -305,6 +305,28 @@ pub fn reports_in_progress(output_text: &str) -> bool {
     if output_text.len() > 2000 {
         return false;
     }
+    if output_text.is_ascii() {
+        // The same pairs as below, compared in place: runs on nearly every tool step.
+        let ends = |k: &str, suf: &str| {
+            k.len() >= suf.len()
+                && k.as_bytes()[k.len() - suf.len()..].eq_ignore_ascii_case(suf.as_bytes())
+        };
+        let mut toks = ascii_tokens(output_text);
+        let Some(mut k) = toks.next() else {
+            return false;
+        };
+        for v in toks {
+            let is_key = ends(k, "status")
+                || ends(k, "state")
+                || k.eq_ignore_ascii_case("phase")
+                || k.eq_ignore_ascii_case("health");
+            if is_key && IN_PROGRESS.iter().any(|p| p.eq_ignore_ascii_case(v)) {
+                return true;
+            }
+            k = v;
+        }
+        return false;
+    }
     let toks = Words::of(output_text);
     let found = toks.iter().zip(toks.iter().skip(1)).any(|(k, v)| {
         let is_key = k.ends_with("status") || k.ends_with("state") || k == "phase" || k == "health";
@@ -417,6 +439,18 @@ fn is_failed(step: &Step, out: &Value) -> bool {
                         .is_some_and(|c| (400..600).contains(&c))
                 })
         }
+        Value::String(s) if s.is_ascii() => ascii_tokens(s).next().is_some_and(|t| {
+            [
+                "error",
+                "traceback",
+                "exception",
+                "fatal",
+                "failed",
+                "failure",
+            ]
+            .iter()
+            .any(|m| m.eq_ignore_ascii_case(t))
+        }),
         Value::String(s) => {
             let w = Words::of(s);
             matches!(
@@ -544,7 +578,8 @@ fn classify_failure(
         FailClass::Other
     };
     let norm = normalize_error(&text);
-    let mut short = norm.clone();
+    let error_key = key64("error", &[norm.as_bytes()]);
+    let mut short = norm;
     if short.len() > 160 {
         let mut end = 160;
         while !short.is_char_boundary(end) {
@@ -554,7 +589,7 @@ fn classify_failure(
     }
     Some(Failure {
         class,
-        error_key: key64("error", &[norm.as_bytes()]),
+        error_key,
         text: short,
     })
 }

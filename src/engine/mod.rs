@@ -680,13 +680,7 @@ fn resolve(
 fn build_signal(key: &RunKey, state: &mut RunState, step: &Step, f: detectors::Finding) -> Signal {
     state.signals += 1;
     if f.severity.is_caught() {
-        if !state.loop_detected {
-            state.loop_detected = true;
-            state.loop_caught_step_index = Some(step.step_index);
-        }
-        // Where the repetition began, as told by the finding that first caught it. Later
-        // findings (wider windows, corroborating detectors) must not move it.
-        state.loop_step_index.get_or_insert(f.first_step_index);
+        state.caught(step.step_index, f.first_step_index);
     }
     if let Some(reason) = f.stop_reason {
         state.inferred_reason.get_or_insert(reason);
@@ -731,8 +725,8 @@ fn terminated(key: &RunKey, state: &RunState, end: run::End<'_>) -> RunTerminate
         termination_reason: reason.as_str().to_string(),
         termination_reason_reported: reported,
         loop_detected: state.loop_detected,
-        loop_step_index: state.loop_step_index,
-        loop_caught_step_index: state.loop_caught_step_index,
+        loop_step_index: state.loop_step_index(),
+        loop_caught_step_index: state.loop_caught_step_index(),
         reported_loop_detected: match end {
             run::End::Finished(e) => e.reported_loop_detected,
             run::End::Idle { .. } | run::End::Evicted { .. } => None,

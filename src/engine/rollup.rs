@@ -117,6 +117,7 @@ pub fn advance(key: &RunKey, state: &mut RunState, ts_ms: i64, out: &mut Vec<Clo
 
 /// Count a step the detectors have just seen (`was_caught`: the loop flag before them).
 pub fn count_step(state: &mut RunState, step: &Step, was_caught: bool) {
+    let began = state.loop_step_index().unwrap_or(step.step_index);
     let Some(m) = state.minute.as_mut() else {
         return;
     };
@@ -134,7 +135,6 @@ pub fn count_step(state: &mut RunState, step: &Step, was_caught: bool) {
         m.loop_steps = m.loop_steps.saturating_add(1);
         m.loop_cost_usd += cost;
         if !was_caught {
-            let began = state.loop_step_index.unwrap_or(step.step_index);
             m.caught_after_steps = Some(step.step_index.saturating_sub(began));
         }
     }

@@ -10,11 +10,16 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 
 /// Everything eddy remembers about one open run. Serialisable: it is what the changelog stores.
+///
+/// Its optional numbers keep their presence in `set` rather than in `Option`s (whose tags cost
+/// 24 bytes of every open run); records still write them as options.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "RunStateIn")]
 pub struct RunState {
     /// Shared by the partition's runs of one agent (see [`Names`]).
     pub agent_name: Option<Arc<str>>,
-    pub started_ms: Option<i64>,
+    /// When the run's `run_started` said it began (if `set` has [`STARTED`]).
+    started_ms: i64,
     pub first_ms: i64,
     pub last_ts: i64,
     pub seen: SeenSteps,
@@ -25,18 +30,84 @@ pub struct RunState {
     pub signals: u32,
     pub redeliveries: u64,
     pub loop_detected: bool,
-    pub loop_step_index: Option<u64>,
-    pub loop_caught_step_index: Option<u64>,
+    /// Which of `started_ms`, `loop_step` and `loop_caught` hold a value.
+    set: u8,
+    /// Where the repetition began (if `set` has [`LOOP_STEP`]).
+    loop_step: u64,
+    /// The step at which the loop was first caught (if `set` has [`LOOP_CAUGHT`]).
+    loop_caught: u64,
     /// What a stop (e.g. a budget) implies when the run reports no reason itself.
     pub inferred_reason: Option<TerminationReason>,
     pub detectors: RunDetectors,
     /// The partition's event sequence number at this run's last event (eviction order).
-    #[serde(default)]
     pub last_seq: u64,
     /// The current minute's rollup contribution (only when the engine keeps rollups; boxed,
     /// so runs of an engine without them do not carry its 72 bytes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minute: Option<Box<super::rollup::Minute>>,
+}
+
+const STARTED: u8 = 1;
+const LOOP_STEP: u8 = 2;
+const LOOP_CAUGHT: u8 = 4;
+
+/// A run record as read: [`RunState`] with its options as options.
+#[derive(Deserialize)]
+struct RunStateIn {
+    agent_name: Option<Arc<str>>,
+    started_ms: Option<i64>,
+    first_ms: i64,
+    last_ts: i64,
+    seen: SeenSteps,
+    steps: u64,
+    tool_calls: u64,
+    tokens: u64,
+    cost_usd: f64,
+    signals: u32,
+    redeliveries: u64,
+    loop_detected: bool,
+    loop_step_index: Option<u64>,
+    loop_caught_step_index: Option<u64>,
+    inferred_reason: Option<TerminationReason>,
+    detectors: RunDetectors,
+    #[serde(default)]
+    last_seq: u64,
+    #[serde(default)]
+    minute: Option<Box<super::rollup::Minute>>,
+}
+
+impl From<RunStateIn> for RunState {
+    fn from(r: RunStateIn) -> Self {
+        fn bit<T>(o: Option<T>, b: u8) -> u8 {
+            if o.is_some() {
+                b
+            } else {
+                0
+            }
+        }
+        Self {
+            agent_name: r.agent_name,
+            started_ms: r.started_ms.unwrap_or(0),
+            first_ms: r.first_ms,
+            last_ts: r.last_ts,
+            seen: r.seen,
+            steps: r.steps,
+            tool_calls: r.tool_calls,
+            tokens: r.tokens,
+            cost_usd: r.cost_usd,
+            signals: r.signals,
+            redeliveries: r.redeliveries,
+            loop_detected: r.loop_detected,
+            set: bit(r.started_ms, STARTED)
+                | bit(r.loop_step_index, LOOP_STEP)
+                | bit(r.loop_caught_step_index, LOOP_CAUGHT),
+            loop_step: r.loop_step_index.unwrap_or(0),
+            loop_caught: r.loop_caught_step_index.unwrap_or(0),
+            inferred_reason: r.inferred_reason,
+            detectors: r.detectors,
+            last_seq: r.last_seq,
+            minute: r.minute,
+        }
+    }
 }
 
 pub enum End<'a> {
@@ -57,7 +128,7 @@ impl Serialize for RunState {
         use serde::ser::SerializeStruct;
         let mut st = s.serialize_struct("RunState", 18)?;
         st.serialize_field("agent_name", &self.agent_name)?;
-        st.serialize_field("started_ms", &self.started_ms)?;
+        st.serialize_field("started_ms", &self.reported_start())?;
         st.serialize_field("first_ms", &self.first_ms)?;
         st.serialize_field("last_ts", &self.last_ts)?;
         st.serialize_field("seen", &self.seen)?;
@@ -68,8 +139,8 @@ impl Serialize for RunState {
         st.serialize_field("signals", &self.signals)?;
         st.serialize_field("redeliveries", &self.redeliveries)?;
         st.serialize_field("loop_detected", &self.loop_detected)?;
-        st.serialize_field("loop_step_index", &self.loop_step_index)?;
-        st.serialize_field("loop_caught_step_index", &self.loop_caught_step_index)?;
+        st.serialize_field("loop_step_index", &self.loop_step_index())?;
+        st.serialize_field("loop_caught_step_index", &self.loop_caught_step_index())?;
         st.serialize_field("inferred_reason", &self.inferred_reason)?;
         st.serialize_field("detectors", &detectors::Ser(&self.detectors, self.counts()))?;
         st.serialize_field("last_seq", &self.last_seq)?;
@@ -95,7 +166,7 @@ impl RunState {
     pub fn new(ts: i64) -> Self {
         Self {
             agent_name: None,
-            started_ms: None,
+            started_ms: 0,
             first_ms: ts,
             last_ts: ts,
             seen: SeenSteps::default(),
@@ -106,8 +177,9 @@ impl RunState {
             signals: 0,
             redeliveries: 0,
             loop_detected: false,
-            loop_step_index: None,
-            loop_caught_step_index: None,
+            set: 0,
+            loop_step: 0,
+            loop_caught: 0,
             inferred_reason: None,
             detectors: RunDetectors::default(),
             last_seq: 0,
@@ -123,7 +195,8 @@ impl RunState {
 
     pub fn on_started(&mut self, e: &RunStarted, names: &mut Names) {
         self.agent_name = Some(names.get(&e.agent_name));
-        self.started_ms = Some(e.ts_ms);
+        self.started_ms = e.ts_ms;
+        self.set |= STARTED;
     }
 
     pub fn on_step(&mut self, s: &Step, names: &mut Names) {
@@ -140,7 +213,43 @@ impl RunState {
     }
 
     pub fn started_ms(&self) -> i64 {
-        self.started_ms.unwrap_or(self.first_ms)
+        self.reported_start().unwrap_or(self.first_ms)
+    }
+
+    fn get(&self, bit: u8, v: u64) -> Option<u64> {
+        (self.set & bit != 0).then_some(v)
+    }
+
+    /// When `run_started` said the run began, if it came.
+    fn reported_start(&self) -> Option<i64> {
+        (self.set & STARTED != 0).then_some(self.started_ms)
+    }
+
+    /// Where the repetition began, as told by the finding that first caught it.
+    pub fn loop_step_index(&self) -> Option<u64> {
+        self.get(LOOP_STEP, self.loop_step)
+    }
+
+    /// The step at which the loop was first caught.
+    pub fn loop_caught_step_index(&self) -> Option<u64> {
+        self.get(LOOP_CAUGHT, self.loop_caught)
+    }
+
+    /// A finding caught the run at `step`, saying the repetition began at `began`. Only the
+    /// first one sets either: later findings (wider windows, corroborating detectors) must
+    /// not move them.
+    pub fn caught(&mut self, step: u64, began: u64) {
+        if !self.loop_detected {
+            self.loop_detected = true;
+            if self.set & LOOP_CAUGHT == 0 {
+                self.loop_caught = step;
+                self.set |= LOOP_CAUGHT;
+            }
+        }
+        if self.set & LOOP_STEP == 0 {
+            self.loop_step = began;
+            self.set |= LOOP_STEP;
+        }
     }
 
     pub fn totals(&self, end_ms: i64) -> Totals {

@@ -115,7 +115,33 @@ fn op_key(primary: u64, output: u64) -> u64 {
     key64("op", &[&primary.to_le_bytes(), &output.to_le_bytes()])
 }
 
+/// Operation keys are SHA-256 based and a window holds few distinct operations (a loop is the
+/// same one again), so each is hashed once per step however often it occurs.
+#[derive(Default)]
+struct OpKeys(Vec<(u64, u64, u64)>);
+
+impl OpKeys {
+    fn get(&mut self, primary: u64, output: u64) -> u64 {
+        if let Some(&(_, _, k)) = self
+            .0
+            .iter()
+            .find(|(p, o, _)| *p == primary && *o == output)
+        {
+            return k;
+        }
+        let k = op_key(primary, output);
+        self.0.push((primary, output, k));
+        k
+    }
+}
+
 impl RepeatState {
+    /// Re-arming an empty latch does nothing, and nearly every latch is empty: then the
+    /// operation keys need not be hashed at all.
+    fn armed(&self) -> bool {
+        self.latch != Latch::default()
+    }
+
     pub fn on_step(
         &mut self,
         cfg: &RepeatConfig,
@@ -128,29 +154,40 @@ impl RepeatState {
             return;
         }
         let repeatable = v.class.tolerates_same_output();
-        // New work since the previous occurrence of this very operation: start over.
+        let mut ops = OpKeys::default();
         let same = |e: &Call| e.primary == v.primary_key && e.output == v.output_key;
-        if cfg.reset_after_new_actions > 0 {
-            let last_work = hist
-                .members(REPEAT)
-                .rev()
-                .find(|e| same(e))
-                .map(|e| e.work());
-            if last_work.is_some_and(|w| {
+        let stale_entry = |e: &Call| e.primary == v.primary_key && e.output != v.output_key;
+        // One scan for both rules below (each window scan first walks back over the history).
+        // Forgetting this operation's entries cannot change whether stale ones exist.
+        let (mut last_work, mut any_stale) = (None, false);
+        for e in hist.members(REPEAT) {
+            if same(&e) {
+                last_work = Some(e.work());
+            } else if stale_entry(&e) {
+                any_stale = true;
+            }
+        }
+        // New work since the previous occurrence of this very operation: start over.
+        if cfg.reset_after_new_actions > 0
+            && last_work.is_some_and(|w| {
                 before.novel_actions.saturating_sub(w) >= cfg.reset_after_new_actions
-            }) {
-                hist.leave(REPEAT, same);
-                self.latch.rearm(op_key(v.primary_key, v.output_key));
+            })
+        {
+            hist.leave(REPEAT, same);
+            if self.armed() {
+                self.latch.rearm(ops.get(v.primary_key, v.output_key));
             }
         }
         // Progress: the same call answered differently. Forget its stale entries and warnings.
-        let stale_entry = |e: &Call| e.primary == v.primary_key && e.output != v.output_key;
-        let stale: Vec<u64> = hist
-            .members(REPEAT)
-            .filter(|e| stale_entry(e))
-            .map(|e| op_key(e.primary, e.output))
-            .collect();
-        if !stale.is_empty() {
+        if any_stale {
+            let stale: Vec<u64> = if self.armed() {
+                hist.members(REPEAT)
+                    .filter(|e| stale_entry(e))
+                    .map(|e| ops.get(e.primary, e.output))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             hist.leave(REPEAT, stale_entry);
             for k in stale {
                 self.latch.rearm(k);
@@ -170,14 +207,17 @@ impl RepeatState {
             cfg.window
         };
         let start = hist.len(REPEAT).saturating_sub(window);
-        let steps: Vec<u64> = hist
-            .members(REPEAT)
-            .skip(start)
-            .filter(|e| e.primary == v.primary_key && e.output == v.output_key)
-            .map(|e| e.step)
-            .collect();
-        let hits = steps.len() as u32;
-        let key = op_key(v.primary_key, v.output_key);
+        let hits = hist.members(REPEAT).skip(start).filter(|e| same(e)).count() as u32;
+        let level = if hits >= levels.floor() {
+            levels.level(hits)
+        } else {
+            None
+        };
+        // Nothing to raise and nothing to re-arm: the key is not needed.
+        if level.is_none() && !self.armed() {
+            return;
+        }
+        let key = ops.get(v.primary_key, v.output_key);
         // Re-arm every other pattern that has slid out of its window.
         let others: Vec<u64> = self
             .latch
@@ -185,31 +225,31 @@ impl RepeatState {
             .into_iter()
             .filter(|k| *k != key)
             .collect();
-        // Each entry's operation key is a hash; compute them once, not once per pattern.
-        let ops: Vec<u64> = if others.is_empty() {
-            Vec::new()
-        } else {
-            hist.members(REPEAT)
-                .map(|e| op_key(e.primary, e.output))
-                .collect()
-        };
-        for k in others {
-            let (n, rep) = count(hist, k, &ops, cfg);
-            let floor = if rep {
-                cfg.repeatable.floor()
-            } else {
-                cfg.normal.floor()
-            };
-            if n < floor {
-                self.latch.rearm(k);
+        if !others.is_empty() {
+            let keyed: Vec<u64> = hist
+                .members(REPEAT)
+                .map(|e| ops.get(e.primary, e.output))
+                .collect();
+            for k in others {
+                let (n, rep) = count(hist, k, &keyed, cfg);
+                let floor = if rep {
+                    cfg.repeatable.floor()
+                } else {
+                    cfg.normal.floor()
+                };
+                if n < floor {
+                    self.latch.rearm(k);
+                }
             }
         }
-        let level = if hits >= levels.floor() {
-            levels.level(hits)
-        } else {
-            None
-        };
         if let Some(sev) = self.latch.rise(key, level) {
+            // Listed only when reported: most steps raise nothing.
+            let steps: Vec<u64> = hist
+                .members(REPEAT)
+                .skip(start)
+                .filter(|e| same(e))
+                .map(|e| e.step)
+                .collect();
             let tool = v.tool.unwrap_or("?");
             let first = steps.first().copied().unwrap_or(v.step.step_index);
             out.push(Finding {

@@ -7,7 +7,7 @@ use super::history::{Call, History, Members, STALL};
 use super::{hex64, FailClass, Finding, Latch, StepView};
 use crate::contract::Severity;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -89,8 +89,18 @@ impl StallState {
             return;
         }
         let window = hist.members(STALL);
-        let outs: BTreeSet<u64> = window.clone().map(|e| e.output).collect();
-        let acts: BTreeSet<u64> = window.clone().map(|e| e.action).collect();
+        // Outputs then actions in one buffer (one allocation), each part cut to its distinct
+        // values in ascending order, as the sets they replace iterated them.
+        let mut buf: Vec<u64> = window
+            .clone()
+            .map(|e| e.output)
+            .chain(window.clone().map(|e| e.action))
+            .collect();
+        let half = buf.len() / 2;
+        let (o, a) = buf.split_at_mut(half);
+        let (n_out, n_act) = (distinct(o), distinct(a));
+        let outs = &buf[..n_out];
+        let acts = &buf[half..half + n_act];
         let stalled =
             outs.len() <= cfg.max_distinct_outputs && acts.len() <= cfg.max_distinct_actions;
         let level = stalled.then_some(Severity::Warn);
@@ -134,4 +144,17 @@ impl StallState {
             });
         }
     }
+}
+
+/// Sorts `v` and moves its distinct values to the front; returns how many there are.
+fn distinct(v: &mut [u64]) -> usize {
+    v.sort_unstable();
+    let mut n = 0;
+    for i in 0..v.len() {
+        if n == 0 || v[i] != v[n - 1] {
+            v[n] = v[i];
+            n += 1;
+        }
+    }
+    n
 }

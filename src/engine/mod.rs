@@ -53,8 +53,14 @@ impl PackedKey {
         self.text.split_at(self.split)
     }
 
+    /// On every event's table probe: lengths first, then bytes (no char-boundary checks).
     fn is(&self, k: &RunKey) -> bool {
-        self.parts() == (k.project_id.as_str(), k.run_id.as_str())
+        let t = self.text.as_bytes();
+        let (p, r) = (k.project_id.as_bytes(), k.run_id.as_bytes());
+        self.split == p.len()
+            && t.len() == p.len() + r.len()
+            && t[p.len()..] == *r
+            && t[..p.len()] == *p
     }
 
     fn hash(&self) -> u64 {

@@ -273,25 +273,13 @@ impl Words {
             spans: Vec::with_capacity(s.len() / 6 + 1),
         };
         if s.is_ascii() {
-            // Same tokens as below, byte by byte: for ASCII text `is_word_break` and the
-            // lowercasing are per byte.
-            let b = s.as_bytes();
-            let mut i = 0;
-            while i < b.len() {
-                while i < b.len() && ASCII_BREAK[usize::from(b[i])] {
-                    i += 1;
-                }
-                let start = i;
-                while i < b.len() && !ASCII_BREAK[usize::from(b[i])] {
-                    i += 1;
-                }
-                let t = s[start..i].trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/'));
-                if !t.is_empty() {
-                    let at = w.buf.len();
-                    w.buf
-                        .extend(t.bytes().map(|c| char::from(c.to_ascii_lowercase())));
-                    w.spans.push((at, w.buf.len()));
-                }
+            // Same tokens as below: for ASCII text `is_word_break` and the lowercasing are per
+            // byte.
+            for t in ascii_tokens(s) {
+                let at = w.buf.len();
+                w.buf
+                    .extend(t.bytes().map(|c| char::from(c.to_ascii_lowercase())));
+                w.spans.push((at, w.buf.len()));
             }
             return w;
         }
@@ -555,7 +543,7 @@ pub fn feature_sig(text: &str) -> (usize, Vec<u32>) {
 pub fn feature_hashes(text: &str) -> Vec<u64> {
     if text.is_ascii() {
         let mut f = Vec::new();
-        ascii_feature_hashes(text.as_bytes(), &mut f);
+        ascii_feature_hashes(text, &mut f);
         // Kept in run state: no spare capacity.
         f.shrink_to_fit();
         return f;
@@ -590,7 +578,7 @@ pub fn message_feature_hashes(text: &str, out: &mut Vec<u64>) {
     out.clear();
     if text.is_ascii() {
         // The replacements of volatile values are ASCII: the text stays ASCII.
-        ascii_feature_hashes(normalize_volatile_cow(text).as_bytes(), out);
+        ascii_feature_hashes(&normalize_volatile_cow(text), out);
     } else {
         out.extend(feature_hashes(&normalize_message(text)));
     }
@@ -598,26 +586,12 @@ pub fn message_feature_hashes(text: &str, out: &mut Vec<u64>) {
 
 /// [`feature_hashes`] of ASCII text, appended to `out`: the tokens of [`Words::of`] read in place
 /// and lowercased as they are hashed, without the token buffer.
-fn ascii_feature_hashes(b: &[u8], out: &mut Vec<u64>) {
+fn ascii_feature_hashes(text: &str, out: &mut Vec<u64>) {
     let start_len = out.len();
     let mut prev: Option<u64> = None;
-    let mut i = 0;
-    while i < b.len() {
-        while i < b.len() && ASCII_BREAK[usize::from(b[i])] {
-            i += 1;
-        }
-        let start = i;
-        while i < b.len() && !ASCII_BREAK[usize::from(b[i])] {
-            i += 1;
-        }
-        let mut t = &b[start..i];
-        while let [b'.' | b'-' | b'_' | b'/', rest @ ..] = t {
-            t = rest;
-        }
-        while let [rest @ .., b'.' | b'-' | b'_' | b'/'] = t {
-            t = rest;
-        }
-        if t.is_empty() || is_ascii_stopword(t) {
+    for t in ascii_tokens(text) {
+        let t = t.as_bytes();
+        if is_ascii_stopword(t) {
             continue;
         }
         let t = ascii_stem(t);

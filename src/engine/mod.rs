@@ -625,31 +625,31 @@ impl PartitionEngine {
 
     /// Rebuild the idle heap from the current entries only (one per open run).
     fn compact_idle(&mut self) {
-        self.idle.clear();
-        if self.cfg.idle_timeout_ms <= 0 {
-            return;
-        }
-        let v: Vec<Reverse<(i64, SharedKey)>> = self
-            .runs
-            .iter()
-            .map(|s| Reverse((s.state.last_ts, s.key.clone())))
-            .collect();
-        self.idle = v.into();
+        self.idle = if self.cfg.idle_timeout_ms > 0 {
+            heap_of(&self.runs, |s| s.last_ts)
+        } else {
+            BinaryHeap::new()
+        };
     }
 
     /// Rebuild the eviction heap from the current entries only (one per open run).
     fn compact_lru(&mut self) {
-        self.lru.clear();
-        if self.cfg.max_open_runs == 0 {
-            return;
-        }
-        let v: Vec<Reverse<(u64, SharedKey)>> = self
-            .runs
-            .iter()
-            .map(|s| Reverse((s.state.last_seq, s.key.clone())))
-            .collect();
-        self.lru = v.into();
+        self.lru = if self.cfg.max_open_runs > 0 {
+            heap_of(&self.runs, |s| s.last_seq)
+        } else {
+            BinaryHeap::new()
+        };
     }
+}
+
+/// An index of every open run at its current `time`, earliest first.
+fn heap_of<T: Ord>(
+    runs: &HashTable<Slot>,
+    time: impl Fn(&RunState) -> T,
+) -> BinaryHeap<Reverse<(T, SharedKey)>> {
+    runs.iter()
+        .map(|s| Reverse((time(&s.state), s.key.clone())))
+        .collect()
 }
 
 /// The run's detector configuration: the engine's, with project/agent overrides merged. An

@@ -568,33 +568,15 @@ impl NearDupState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{RunKey, Step};
+    use crate::contract::Step;
     use crate::engine::detectors::DetectorConfig;
     use crate::engine::fingerprint::Canonical;
     use crate::engine::text::{feature_hashes, normalize_message};
 
     fn step(tool: &str, input: &str) -> Step {
-        Step {
-            key: RunKey {
-                project_id: "p".into(),
-                run_id: "r".into(),
-            },
-            ts_ms: 0,
-            step_index: 1,
-            step_type: "tool_call".into(),
-            content: None,
-            tool_name: Some(tool.into()),
-            tool_input: serde_json::value::RawValue::from_string(input.into()).ok(),
-            tool_output: None,
-            tool_success: Some(true),
-            tool_latency_ms: None,
-            tokens: None,
-            cost_usd: None,
-            tokens_in_context: None,
-            agent: None,
-            caller: None,
-            metadata: None,
-        }
+        let mut s = crate::engine::detectors::view::tests::step(tool, input, "null", Some(true));
+        s.tool_output = None;
+        s
     }
 
     /// The signature as computed before the memo: from the argument text, every time.

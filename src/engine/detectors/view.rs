@@ -673,11 +673,17 @@ fn output_kind(out: &Value) -> OutKind {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::contract::RunKey;
 
-    fn step(tool: &str, input: &str, output: &str, success: Option<bool>) -> Step {
+    /// A tool step of run `p`/`r` (also the near-duplicate tests' builder).
+    pub(in crate::engine::detectors) fn step(
+        tool: &str,
+        input: &str,
+        output: &str,
+        success: Option<bool>,
+    ) -> Step {
         Step {
             key: RunKey {
                 project_id: "p".into(),

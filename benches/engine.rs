@@ -22,6 +22,10 @@ use eddy::engine::{EngineConfig, PartitionEngine};
 use std::hint::black_box;
 use std::sync::Arc;
 
+// The allocator the `eddy` binary ships with, so the figures are the binary's.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn trace(runs: usize) -> Vec<String> {
     let args = eddy::simulate::SimulateArgs {
         runs,

@@ -4,6 +4,14 @@
 //! `tool_input` as the exact bytes that arrived, which keelwave's fingerprint of record hashes),
 //! then validation per `kind` into an owned [`Event`]. Every failure carries a machine-readable
 //! reason so the dead-letter topic can say what to fix.
+//!
+//! Every message goes first through a fast path (`contract::scan`, then `decode_fast`): one pass
+//! that locates the wire fields without serde and builds the event with the same checks. It
+//! takes only well-formed input it is sure serde would read the same way, and only when the
+//! event is valid; for anything else it declines and the serde path (`decode_serde`) decides,
+//! so results and error texts are the serde path's, byte for byte. The tests hold the two paths
+//! against each other on generated input.
+use super::scan;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use time::format_description::well_known::Rfc3339;
@@ -266,7 +274,7 @@ fn depth_exceeds(bytes: &[u8], limit: usize) -> bool {
 }
 
 /// The string-typed fields of the wire form: a type error names the first one that is wrong.
-const STRING_FIELDS: &[&str] = &[
+pub(super) const STRING_FIELDS: &[&str] = &[
     "kind",
     "project_id",
     "run_id",
@@ -353,17 +361,159 @@ fn json_type_name(bytes: &[u8]) -> &'static str {
 
 /// Decode one message payload.
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let text = utf8(bytes)?;
+    if let Some(event) = decode_fast(text) {
+        return Ok(event);
+    }
+    decode_serde(bytes, text)
+}
+
+/// The fast path: `Some` only where [`decode_serde`] would return `Ok` with the same event.
+///
+/// [`scan`] admits only input on which serde would fill the wire struct without error and with
+/// the same contents (strings unescaped alike, raw values with the same bytes); the checks
+/// below are the serde path's own functions, and any of them failing declines rather than
+/// reports, so that error texts have a single source.
+fn decode_fast(text: &str) -> Option<Event> {
+    let mut f: scan::Fields = [None; scan::N_FIELDS];
+    scan::scan(text.as_bytes(), &mut f)?;
+    let f = &f;
+    let span = |sp: scan::Span| text.get(sp.start as usize..sp.end as usize);
+    let raw = |i: usize| -> Option<Option<&str>> {
+        match f[i] {
+            None => Some(None),
+            Some(sp) => span(sp).map(Some),
+        }
+    };
+    let string = |i: usize| -> Option<Option<String>> {
+        match f[i] {
+            None => Some(None),
+            Some(sp) if !sp.escaped => span(sp).map(|s| Some(s.to_owned())),
+            // Rare enough to hand to serde_json itself, quotes included: its unescaping is
+            // then the wire struct's by construction.
+            Some(sp) => {
+                let quoted = text.get((sp.start as usize).checked_sub(1)?..sp.end as usize + 1)?;
+                serde_json::from_str::<String>(quoted).ok().map(Some)
+            }
+        }
+    };
+    let boxed = |i: usize| -> Option<Option<Box<RawValue>>> {
+        match raw(i)? {
+            None => Some(None),
+            Some(r) => RawValue::from_string(r.to_owned()).ok().map(Some),
+        }
+    };
+    let u64_field = |i: usize, name: &'static str| -> Option<Option<u64>> {
+        match raw(i)? {
+            None => Some(None),
+            Some(r) => parse_u64_text(r, name).ok().map(Some),
+        }
+    };
+    let f64_field = |i: usize| -> Option<Option<f64>> {
+        match raw(i)? {
+            None => Some(None),
+            Some(r) => non_negative_f64(r).map(Some),
+        }
+    };
+    let bool_field = |i: usize| -> Option<Option<bool>> {
+        match raw(i)? {
+            None => Some(None),
+            Some("true") => Some(Some(true)),
+            Some("false") => Some(Some(false)),
+            Some(_) => None,
+        }
+    };
+
+    if raw(scan::V)?? != "1" {
+        return None;
+    }
+    let kind_owned;
+    let kind = match f[scan::KIND]? {
+        sp if !sp.escaped => span(sp)?,
+        _ => {
+            kind_owned = string(scan::KIND)??;
+            kind_owned.as_str()
+        }
+    };
+    let key = RunKey {
+        project_id: non_empty(string(scan::PROJECT_ID)?, "project_id").ok()?,
+        run_id: non_empty(string(scan::RUN_ID)?, "run_id").ok()?,
+    };
+    let ts_ms = parse_ts_text(raw(scan::TS)??).ok()?;
+    let event = match kind {
+        "run_started" => Event::RunStarted(RunStarted {
+            key,
+            ts_ms,
+            agent_name: non_empty(string(scan::AGENT_NAME)?, "agent_name").ok()?,
+            input: string(scan::INPUT)?,
+            metadata: boxed(scan::METADATA)?,
+        }),
+        "step" => Event::Step(Step {
+            key,
+            ts_ms,
+            step_index: parse_u64_text(raw(scan::STEP_INDEX)??, "step_index").ok()?,
+            step_type: non_empty(string(scan::STEP_TYPE)?, "step_type").ok()?,
+            content: string(scan::CONTENT)?,
+            tool_name: opt_id(string(scan::TOOL_NAME)?, "tool_name").ok()?,
+            tool_input: boxed(scan::TOOL_INPUT)?,
+            tool_output: boxed(scan::TOOL_OUTPUT)?,
+            tool_success: bool_field(scan::TOOL_SUCCESS)?,
+            tool_latency_ms: f64_field(scan::TOOL_LATENCY_MS)?,
+            tokens: u64_field(scan::TOKENS, "tokens")?,
+            cost_usd: f64_field(scan::COST_USD)?,
+            tokens_in_context: u64_field(scan::TOKENS_IN_CONTEXT, "tokens_in_context")?,
+            agent: opt_id(string(scan::AGENT)?, "agent").ok()?,
+            caller: opt_id(string(scan::CALLER)?, "caller").ok()?,
+            metadata: boxed(scan::METADATA)?,
+        }),
+        "run_finished" => {
+            let status = match string(scan::STATUS)??.as_str() {
+                "completed" => RunStatus::Completed,
+                "failed" => RunStatus::Failed,
+                _ => return None,
+            };
+            let termination_reason = match string(scan::TERMINATION_REASON)? {
+                None => None,
+                Some(r) => Some(termination_reason(&r)?),
+            };
+            Event::RunFinished(RunFinished {
+                key,
+                ts_ms,
+                status,
+                termination_reason,
+                output: string(scan::OUTPUT)?,
+                reported_loop_detected: bool_field(scan::REPORTED_LOOP_DETECTED)?,
+                reported_loop_step_index: u64_field(
+                    scan::REPORTED_LOOP_STEP_INDEX,
+                    "reported_loop_step_index",
+                )?,
+                reported_totals: match raw(scan::REPORTED_TOTALS)? {
+                    None => None,
+                    Some(r) => Some(reported_totals(r)?),
+                },
+            })
+        }
+        _ => return None,
+    };
+    Some(event)
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str, DecodeError> {
     if bytes.is_empty() {
         return Err(DecodeError::EmptyPayload);
     }
     // The SIMD check says only valid or not; std's says where it breaks, for the reason.
-    let text = match simdutf8::basic::from_utf8(bytes) {
-        Ok(t) => t,
+    match simdutf8::basic::from_utf8(bytes) {
+        Ok(t) => Ok(t),
         Err(_) => match std::str::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(e) => return Err(DecodeError::InvalidUtf8(e.valid_up_to())),
+            Ok(t) => Ok(t),
+            Err(e) => Err(DecodeError::InvalidUtf8(e.valid_up_to())),
         },
-    };
+    }
+}
+
+/// The reference decoder: everything the fast path declines, and every error, comes from here.
+fn decode_serde(bytes: &[u8], text: &str) -> Result<Event, DecodeError> {
     if bytes.starts_with(b"\xEF\xBB\xBF") {
         return Err(DecodeError::InvalidJson(
             "starts with a UTF-8 byte-order mark (BOM); send plain UTF-8 JSON".into(),
@@ -457,11 +607,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             let termination_reason = match wire.termination_reason.as_deref() {
                 None => None,
                 Some(r) => Some(
-                    serde_json::from_value::<TerminationReason>(serde_json::Value::String(
-                        r.to_string(),
-                    ))
-                    .ok()
-                    .filter(|r| *r != TerminationReason::Evicted)
+                    termination_reason(r)
                     .ok_or(())
                     .map_err(|_| DecodeError::InvalidField {
                         field: "termination_reason",
@@ -488,9 +634,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                     |r| parse_u64(r, "reported_loop_step_index").ok(),
                 )?,
                 reported_totals: opt(wire.reported_totals, "reported_totals", |r| {
-                    serde_json::from_str::<ReportedTotals>(r.get())
-                        .ok()
-                        .filter(|t| t.total_cost_usd.is_none_or(|c| c.is_finite() && c >= 0.0))
+                    reported_totals(r.get())
                 })?,
             }))
         }
@@ -545,15 +689,34 @@ fn opt_non_negative_f64(
     raw: Option<&RawValue>,
     field: &'static str,
 ) -> Result<Option<f64>, DecodeError> {
-    opt(raw, field, |r| {
-        serde_json::from_str::<f64>(r.get())
-            .ok()
-            .filter(|x| x.is_finite() && *x >= 0.0)
-    })
+    opt(raw, field, |r| non_negative_f64(r.get()))
+}
+
+fn non_negative_f64(raw: &str) -> Option<f64> {
+    serde_json::from_str::<f64>(raw)
+        .ok()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+}
+
+fn reported_totals(raw: &str) -> Option<ReportedTotals> {
+    serde_json::from_str::<ReportedTotals>(raw)
+        .ok()
+        .filter(|t| t.total_cost_usd.is_none_or(|c| c.is_finite() && c >= 0.0))
+}
+
+/// A reason an agent may report (`evicted` is eddy's own).
+fn termination_reason(r: &str) -> Option<TerminationReason> {
+    serde_json::from_value::<TerminationReason>(serde_json::Value::String(r.to_string()))
+        .ok()
+        .filter(|r| *r != TerminationReason::Evicted)
 }
 
 fn parse_u64(raw: &RawValue, field: &'static str) -> Result<u64, DecodeError> {
-    let s = raw.get().trim();
+    parse_u64_text(raw.get(), field)
+}
+
+fn parse_u64_text(raw: &str, field: &'static str) -> Result<u64, DecodeError> {
+    let s = raw.trim();
     if let Ok(n) = s.parse::<u64>() {
         return Ok(n);
     }
@@ -562,17 +725,18 @@ fn parse_u64(raw: &RawValue, field: &'static str) -> Result<u64, DecodeError> {
         Ok(f) if f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f < 9.0e15 => Ok(f as u64),
         _ => Err(DecodeError::InvalidField {
             field,
-            why: format!(
-                "expected a non-negative integer, got {}",
-                truncate(raw.get(), 64)
-            ),
+            why: format!("expected a non-negative integer, got {}", truncate(raw, 64)),
         }),
     }
 }
 
 /// `ts` is RFC 3339 (any offset, stored as UTC) or integer epoch milliseconds.
 pub fn parse_ts(raw: &RawValue) -> Result<i64, DecodeError> {
-    let s = raw.get().trim();
+    parse_ts_text(raw.get())
+}
+
+fn parse_ts_text(raw: &str) -> Result<i64, DecodeError> {
+    let s = raw.trim();
     let bad = |why: String| DecodeError::InvalidField { field: "ts", why };
     if s.starts_with('"') {
         let text: String = serde_json::from_str(s).map_err(|e| bad(e.to_string()))?;
@@ -587,7 +751,7 @@ pub fn parse_ts(raw: &RawValue) -> Result<i64, DecodeError> {
             ))),
         }
     } else {
-        let ms = parse_u64(raw, "ts").map_err(|_| {
+        let ms = parse_u64_text(raw, "ts").map_err(|_| {
             bad(format!(
                 "expected RFC 3339 text or epoch milliseconds, got {}",
                 truncate(s, 64)
@@ -782,6 +946,431 @@ mod tests {
         for (msg, reason) in cases {
             let err = decode(msg).expect_err(&String::from_utf8_lossy(msg));
             assert_eq!(err.reason(), *reason, "{}", String::from_utf8_lossy(msg));
+        }
+    }
+
+    /// The decoder as it was before the fast path: the reference every test compares with.
+    fn reference(bytes: &[u8]) -> Result<Event, DecodeError> {
+        utf8(bytes).and_then(|text| decode_serde(bytes, text))
+    }
+
+    /// The fast path either declines or agrees with the reference, and `decode` as a whole
+    /// returns exactly the reference's result. Returns whether the fast path accepted.
+    fn check_against_reference(bytes: &[u8]) -> bool {
+        let want = format!("{:?}", reference(bytes));
+        let fast = std::str::from_utf8(bytes).ok().and_then(decode_fast);
+        let accepted = fast.is_some();
+        if let Some(ev) = fast {
+            let got = format!("{:?}", Ok::<_, DecodeError>(ev));
+            assert_eq!(
+                got,
+                want,
+                "fast path differs on {}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        assert_eq!(
+            format!("{:?}", decode(bytes)),
+            want,
+            "decode differs on {}",
+            String::from_utf8_lossy(bytes)
+        );
+        accepted
+    }
+
+    /// Ordinary simulator traffic must take the fast path: a silent fallback on the common
+    /// case would keep every result right and lose the speed.
+    #[test]
+    fn fast_path_takes_every_simulator_event() {
+        let args = crate::simulate::SimulateArgs {
+            runs: 300,
+            loop_rate: 0.3,
+            seed: 11,
+            projects: 3,
+            start_ms: 1_767_225_600_000,
+            out: None,
+            unfinished_rate: 0.1,
+        };
+        let lines = crate::simulate::generate(&args);
+        assert!(lines.len() > 1000);
+        for (_, _, line) in &lines {
+            assert!(
+                check_against_reference(line.as_bytes()),
+                "fast path declined a simulator event: {line}"
+            );
+        }
+    }
+
+    #[test]
+    fn fast_path_takes_the_common_shapes() {
+        let accepted: &[&str] = &[
+            r#"{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":"2026-01-02T03:04:05.678+01:00","step_index":3,"step_type":"tool_call","tool_name":"web_search","tool_input":{"q":"keelwave","limit":5},"unknown_future_field":[1,2]}"#,
+            " {\n \"v\" : 1 ,\t\"kind\":\"run_started\",\"project_id\":\"p\",\"run_id\":\"r\",\"ts\":1,\"agent_name\":\"a\",\"input\":\"line\\none \\\"q\\\" \\u00e9\",\"metadata\":null}\r\n",
+            r#"{"v":1,"kind":"run_finished","project_id":"p","run_id":"r","ts":1,"status":"completed","termination_reason":"loop_detected","reported_loop_detected":true,"reported_loop_step_index":1,"reported_totals":{"total_steps":7,"total_cost_usd":0.0132}}"#,
+            r#"{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":5,"step_index":2.0,"step_type":"llm","tool_success":null,"cost_usd":1e-3,"tokens":12,"agent":"","content":"é😀"}"#,
+        ];
+        for msg in accepted {
+            assert!(check_against_reference(msg.as_bytes()), "declined: {msg}");
+        }
+    }
+
+    /// Inputs on the edge of what serde accepts: each must come out exactly as before, whatever
+    /// path takes it.
+    #[test]
+    fn fast_path_edge_cases_match_the_reference() {
+        let ok =
+            r#""v":1,"kind":"run_started","project_id":"p","run_id":"r","ts":1,"agent_name":"a""#;
+        let cases: Vec<String> = vec![
+            format!("{{{ok}}}"),
+            format!("{{{ok}}} x"),
+            format!("{{{ok}}}{{}}"),
+            format!("{{{ok},}}"),
+            format!("{{{ok}"),
+            format!("\u{feff}{{{ok}}}"),
+            format!("{{{ok}}}\u{a0}"),
+            format!("{{{ok}}}\x0b"),
+            format!("[{ok}]"),
+            format!("{{{ok},\"agent_name\":\"b\"}}"),
+            format!("{{{ok},\"agent_name\":null}}"),
+            format!("{{{ok},\"k\\u0069nd\":\"step\"}}"),
+            format!("{{{ok},\"content\":\"\\ud800\"}}"),
+            format!("{{{ok},\"content\":\"\\udc00\\ud800\"}}"),
+            format!("{{{ok},\"content\":\"\\ud83d\\ude00\"}}"),
+            format!("{{{ok},\"x\":\"\\ud800\"}}"),
+            format!("{{{ok},\"metadata\":\"\\ud800\"}}"),
+            format!("{{{ok},\"metadata\":\"a\u{1}b\"}}"),
+            format!("{{{ok},\"input\":\"a\u{1f}b\"}}"),
+            format!("{{{ok},\"input\":\"\\x\"}}"),
+            format!("{{{ok},\"input\":\"\\u12g4\"}}"),
+            format!("{{{ok},\"input\":5}}"),
+            format!("{{{ok},\"tool_success\":\"yes\"}}"),
+            format!("{{{ok},\"x\":01}}"),
+            format!("{{{ok},\"x\":1.}}"),
+            format!("{{{ok},\"x\":-}}"),
+            format!("{{{ok},\"x\":.5}}"),
+            format!("{{{ok},\"x\":nul}}"),
+            format!("{{{ok},\"x\":[1,]}}"),
+            format!("{{{ok},\"x\":{{\"a\" 1}}}}"),
+            format!("{{{ok},\"x\":{}}}", "[".repeat(63) + &"]".repeat(63)),
+            format!("{{{ok},\"x\":{}}}", "[".repeat(64) + &"]".repeat(64)),
+            format!("{{{ok},\"metadata\":{}}}", "{\"a\":".repeat(63) + "1" + &"}".repeat(63)),
+            format!("{{{ok},\"metadata\":{}}}", "{\"a\":".repeat(64) + "1" + &"}".repeat(64)),
+            r#"{"v":1.0,"kind":"run_started","project_id":"p","run_id":"r","ts":1,"agent_name":"a"}"#.into(),
+            r#"{"v":"1","kind":"run_started","project_id":"p","run_id":"r","ts":1,"agent_name":"a"}"#.into(),
+            r#"{"v":1,"kind":"st\u0065p","project_id":"p","run_id":"r","ts":-0,"step_index":18446744073709551616,"step_type":"x"}"#.into(),
+            r#"{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":1e3,"step_index":1E+2,"step_type":"x","tokens_in_context":-0,"tool_latency_ms":-0.0,"cost_usd":123456789012345678901234567890}"#.into(),
+            r#"{"v":1,"kind":"run_finished","project_id":"p","run_id":"r","ts":1,"status":"completed","termination_reason":"evicted"}"#.into(),
+            r#"{"v":1,"kind":"run_finished","project_id":"p","run_id":"r","ts":1,"status":"failed","reported_totals":{"total_cost_usd":-1}}"#.into(),
+            format!("{{\"v\":1,\"kind\":\"step\",\"project_id\":\"{}\",\"run_id\":\"r\",\"ts\":1,\"step_index\":1,\"step_type\":\"x\"}}", "p".repeat(MAX_ID_BYTES + 1)),
+            "{}".into(),
+            " ".into(),
+            "".into(),
+            "null".into(),
+        ];
+        for c in &cases {
+            check_against_reference(c.as_bytes());
+        }
+        let mut bad_utf8 = format!("{{{ok},\"input\":\"ab\"}}").into_bytes();
+        let at = bad_utf8.len() - 3;
+        bad_utf8[at] = 0xff;
+        check_against_reference(&bad_utf8);
+    }
+
+    mod differential {
+        use super::*;
+        use proptest::prelude::*;
+        use proptest::sample::select;
+
+        const KEYS: &[&str] = &[
+            "v",
+            "kind",
+            "project_id",
+            "run_id",
+            "ts",
+            "agent_name",
+            "input",
+            "metadata",
+            "step_index",
+            "step_type",
+            "content",
+            "tool_name",
+            "tool_input",
+            "tool_output",
+            "tool_success",
+            "tool_latency_ms",
+            "tokens",
+            "cost_usd",
+            "tokens_in_context",
+            "agent",
+            "caller",
+            "status",
+            "termination_reason",
+            "output",
+            "reported_loop_detected",
+            "reported_loop_step_index",
+            "reported_totals",
+        ];
+
+        /// Values a field may plausibly hold, good and bad, as JSON text.
+        fn good_values(key: &str) -> Vec<&'static str> {
+            match key {
+                "v" => vec!["1", "1", "2", "1.0", "\"1\""],
+                "kind" => vec![
+                    "\"run_started\"",
+                    "\"step\"",
+                    "\"run_finished\"",
+                    "\"st\\u0065p\"",
+                    "\"nope\"",
+                ],
+                "ts" => vec![
+                    "1767225601081",
+                    "\"2026-01-02T03:04:05.678+01:00\"",
+                    "\"2026-01-02T03:04:05Z\"",
+                    "\"yesterday\"",
+                    "253402300799999",
+                    "253402300800000",
+                    "1.5",
+                    "1e3",
+                    "-0",
+                ],
+                "step_index" | "tokens" | "tokens_in_context" | "reported_loop_step_index" => vec![
+                    "0", "3", "2.0", "-1", "1e2", "18446744073709551615", "18446744073709551616",
+                    "9007199254740993.0", "0.5",
+                ],
+                "tool_latency_ms" | "cost_usd" => vec![
+                    "0.0021", "350", "-0", "-0.0", "1e400", "-1", "0.1e-2", "1.7976931348623157e308",
+                    "2.2250738585072011e-308", "123456789012345678901234567890",
+                ],
+                "tool_success" | "reported_loop_detected" => vec!["true", "false", "\"true\"", "1"],
+                "status" => vec!["\"completed\"", "\"failed\"", "\"maybe\""],
+                "termination_reason" => vec![
+                    "\"clean\"", "\"loop_detected\"", "\"timeout\"", "\"evicted\"", "\"Clean\"",
+                ],
+                "reported_totals" => vec![
+                    "{\"total_steps\":7,\"total_tokens\":5120,\"total_cost_usd\":0.0132,\"duration_ms\":8312}",
+                    "{\"total_cost_usd\":-1}",
+                    "{\"total_steps\":1,\"total_steps\":2}",
+                    "{}",
+                ],
+                "metadata" | "tool_input" | "tool_output" => vec![
+                    "{\"path\":\"src/mod1.rs\"}",
+                    "{\"bytes\":1001}",
+                    "[1, {\"a\" : [true,false,null]}]",
+                    "\"s\\ud800\"",
+                    "{\"k\\\"ey\":\"\\u00e9\\n\"}",
+                ],
+                _ => vec![
+                    "\"proj-0\"",
+                    "\"run-0fca6d76dee06510\"",
+                    "\"tool_call\"",
+                    "\"\"",
+                    "\"proj\\u002d0\"",
+                    "\"line\\nbreak \\\"q\\\" \\\\ \\/ \\t\"",
+                    "\"é😀\"",
+                    "\"\\ud83d\\ude00\"",
+                    "\"\\ud800\"",
+                ],
+            }
+        }
+
+        fn any_value() -> impl Strategy<Value = String> {
+            let leaf = select(vec![
+                "null",
+                "true",
+                "false",
+                "nul",
+                "tru",
+                "0",
+                "1",
+                "-0",
+                "01",
+                "1.",
+                ".5",
+                "-",
+                "1e3",
+                "1E+2",
+                "2.5e-3",
+                "-12.75",
+                "18446744073709551616",
+                "\"\"",
+                "\"plain\"",
+                "\"é😀\"",
+                "\"\\u00e9\"",
+                "\"\\\"\"",
+                "\"\\\\\"",
+                "\"\\/\\b\\f\\n\\r\\t\"",
+                "\"\\ud83d\\ude00\"",
+                "\"\\ud800\"",
+                "\"\\udc00x\"",
+                "\"\\ud83dx\"",
+                "\"\\u12G4\"",
+                "\"\\q\"",
+                "\"a\u{1}b\"",
+                "\"a\u{7f}b\"",
+                "\"unterminated",
+            ])
+            .prop_map(String::from);
+            leaf.prop_recursive(4, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4)
+                        .prop_map(|v| format!("[{}]", v.join(","))),
+                    prop::collection::vec((select(vec!["a", "b", "k\\\"", ""]), inner), 0..4)
+                        .prop_map(|v| {
+                            let body: Vec<String> =
+                                v.iter().map(|(k, x)| format!("\"{k}\": {x}")).collect();
+                            format!("{{{}}}", body.join(","))
+                        }),
+                ]
+            })
+        }
+
+        fn key_text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                8 => select(KEYS).prop_map(|k| format!("\"{k}\"")),
+                1 => select(vec!["\"unknown\"", "\"\"", "\"V\"", "\"k\\u0069nd\"", "\"ts\\n\"", "\"\\ud800\""])
+                    .prop_map(String::from),
+            ]
+        }
+
+        fn ws() -> impl Strategy<Value = &'static str> {
+            prop_oneof![
+                // Not JSON whitespace: rare, since one spoils the whole message.
+                300 => Just(""),
+                100 => select(vec![" ", "\n", "\t", "\r", " \n\t\r "]),
+                1 => select(vec!["\u{a0}", "\x0b", "\x0c"]),
+            ]
+        }
+
+        /// A JSON object mostly like a real event: the required fields of a kind with values from
+        /// [`good_values`], random other fields, some dropped, duplicated or given other values,
+        /// whitespace anywhere, and sometimes damage to the whole text.
+        fn message() -> impl Strategy<Value = Vec<u8>> {
+            let fields = prop::collection::vec(
+                (
+                    select(KEYS),
+                    any::<prop::sample::Index>(),
+                    prop::option::weighted(0.05, any_value()),
+                    prop::option::weighted(0.04, key_text()),
+                ),
+                4..22,
+            );
+            let kind = select(vec!["run_started", "step", "run_finished"]);
+            (
+                kind,
+                fields,
+                prop::collection::vec(ws(), 200),
+                0u8..32,
+                any::<prop::sample::Index>(),
+            )
+                .prop_map(|(kind, fields, spaces, damage, cut)| {
+                    let mut entries: Vec<(String, String)> = vec![
+                        ("\"v\"".into(), "1".into()),
+                        ("\"kind\"".into(), format!("\"{kind}\"")),
+                        ("\"project_id\"".into(), "\"proj-0\"".into()),
+                        ("\"run_id\"".into(), "\"run-1\"".into()),
+                        ("\"ts\"".into(), "1767225601081".into()),
+                    ];
+                    match kind {
+                        "run_started" => {
+                            entries.push(("\"agent_name\"".into(), "\"coder\"".into()))
+                        }
+                        "step" => {
+                            entries.push(("\"step_index\"".into(), "1".into()));
+                            entries.push(("\"step_type\"".into(), "\"tool_call\"".into()));
+                        }
+                        _ => entries.push(("\"status\"".into(), "\"completed\"".into())),
+                    }
+                    for (key, pick, other, key_override) in fields {
+                        let value = other.unwrap_or_else(|| {
+                            // The first value is a good one; it gets two thirds of the picks.
+                            let vals = good_values(key);
+                            vals.get(pick.index(3 * vals.len()))
+                                .unwrap_or(&vals[0])
+                                .to_string()
+                        });
+                        let key = key_override.unwrap_or_else(|| format!("\"{key}\""));
+                        match entries.iter_mut().find(|(k, _)| *k == key) {
+                            // Usually replace, so that duplicates stay a minority.
+                            Some(e) if pick.index(29) != 0 => e.1 = value,
+                            _ => entries.push((key, value)),
+                        }
+                    }
+                    if damage == 1 && entries.len() > 1 {
+                        let i = cut.index(entries.len());
+                        entries.remove(i);
+                    }
+                    let mut sp = spaces.into_iter().cycle();
+                    let mut out = String::new();
+                    out.push_str(sp.next().unwrap_or_default());
+                    out.push('{');
+                    for (i, (k, v)) in entries.iter().enumerate() {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        out.push_str(sp.next().unwrap_or_default());
+                        out.push_str(k);
+                        out.push_str(sp.next().unwrap_or_default());
+                        out.push(':');
+                        out.push_str(sp.next().unwrap_or_default());
+                        out.push_str(v);
+                        out.push_str(sp.next().unwrap_or_default());
+                    }
+                    out.push('}');
+                    out.push_str(sp.next().unwrap_or_default());
+                    let mut bytes = out.into_bytes();
+                    match damage {
+                        2 => bytes.truncate(cut.index(bytes.len() + 1)),
+                        3 => bytes.extend_from_slice(b"x"),
+                        4 => bytes.extend_from_slice(b"{}"),
+                        5 => {
+                            let i = cut.index(bytes.len());
+                            bytes[i] = 0xff;
+                        }
+                        6 => {
+                            bytes.splice(0..0, b"\xEF\xBB\xBF".iter().copied());
+                        }
+                        7 => {
+                            let d = 60 + cut.index(10);
+                            let deep = format!("{}{}", "[".repeat(d), "]".repeat(d));
+                            let at = bytes.len()
+                                - 1
+                                - bytes.iter().rev().take_while(|b| **b != b'}').count();
+                            bytes.splice(at..at, format!(",\"x\":{deep}").into_bytes());
+                        }
+                        _ => {}
+                    }
+                    bytes
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4000))]
+            #[test]
+            fn fast_path_agrees_with_serde(msg in message()) {
+                check_against_reference(&msg);
+            }
+        }
+
+        /// The generator must reach both sides, or the test above proves little.
+        #[test]
+        fn generator_reaches_both_paths() {
+            use proptest::strategy::ValueTree;
+            let mut runner = proptest::test_runner::TestRunner::deterministic();
+            let (mut fast, mut ok, mut total) = (0, 0, 0);
+            for _ in 0..2000 {
+                let msg = message().new_tree(&mut runner).map(|t| t.current());
+                let Ok(msg) = msg else { continue };
+                total += 1;
+                fast += usize::from(check_against_reference(&msg));
+                ok += usize::from(reference(&msg).is_ok());
+            }
+            eprintln!("fast path took {fast}, serde accepted {ok}, of {total}");
+            assert!(fast > total / 10, "fast path took {fast} of {total}");
+            assert!(
+                ok > fast,
+                "serde accepted {ok}, fast path {fast} of {total}"
+            );
+            assert!(ok < total * 9 / 10, "too few rejections: {ok} of {total}");
         }
     }
 }

@@ -3,6 +3,7 @@
 //! Field names follow keelwave's ingest API so its users can switch without renaming anything.
 pub mod input;
 pub mod output;
+mod scan;
 
 pub use input::{
     decode, DecodeError, Event, ReportedTotals, RunFinished, RunKey, RunStarted, Step,

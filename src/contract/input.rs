@@ -1081,35 +1081,7 @@ mod tests {
         use proptest::prelude::*;
         use proptest::sample::select;
 
-        const KEYS: &[&str] = &[
-            "v",
-            "kind",
-            "project_id",
-            "run_id",
-            "ts",
-            "agent_name",
-            "input",
-            "metadata",
-            "step_index",
-            "step_type",
-            "content",
-            "tool_name",
-            "tool_input",
-            "tool_output",
-            "tool_success",
-            "tool_latency_ms",
-            "tokens",
-            "cost_usd",
-            "tokens_in_context",
-            "agent",
-            "caller",
-            "status",
-            "termination_reason",
-            "output",
-            "reported_loop_detected",
-            "reported_loop_step_index",
-            "reported_totals",
-        ];
+        const KEYS: &[&str] = &scan::FIELD_NAMES;
 
         /// Values a field may plausibly hold, good and bad, as JSON text.
         fn good_values(key: &str) -> Vec<&'static str> {

@@ -52,6 +52,38 @@ pub(super) const REPORTED_LOOP_DETECTED: usize = 24;
 pub(super) const REPORTED_LOOP_STEP_INDEX: usize = 25;
 pub(super) const REPORTED_TOTALS: usize = 26;
 
+/// The wire field names in the order of the indices above (tests generate and check keys from it).
+#[cfg(test)]
+pub(super) const FIELD_NAMES: [&str; N_FIELDS] = [
+    "kind",
+    "project_id",
+    "run_id",
+    "agent_name",
+    "input",
+    "step_type",
+    "content",
+    "tool_name",
+    "agent",
+    "caller",
+    "status",
+    "termination_reason",
+    "output",
+    "v",
+    "ts",
+    "metadata",
+    "step_index",
+    "tool_input",
+    "tool_output",
+    "tool_success",
+    "tool_latency_ms",
+    "tokens",
+    "cost_usd",
+    "tokens_in_context",
+    "reported_loop_detected",
+    "reported_loop_step_index",
+    "reported_totals",
+];
+
 /// Index (the constants above) of a key, if it names a wire field. Dispatching on the length first
 /// keeps the usual key down to one or two comparisons.
 fn field_index(key: &[u8]) -> Option<usize> {
@@ -432,47 +464,16 @@ fn special_mask(x: u64) -> u64 {
 mod tests {
     use super::*;
 
-    /// The names in the order of the indices above.
-    const FIELDS: [&str; N_FIELDS] = [
-        "kind",
-        "project_id",
-        "run_id",
-        "agent_name",
-        "input",
-        "step_type",
-        "content",
-        "tool_name",
-        "agent",
-        "caller",
-        "status",
-        "termination_reason",
-        "output",
-        "v",
-        "ts",
-        "metadata",
-        "step_index",
-        "tool_input",
-        "tool_output",
-        "tool_success",
-        "tool_latency_ms",
-        "tokens",
-        "cost_usd",
-        "tokens_in_context",
-        "reported_loop_detected",
-        "reported_loop_step_index",
-        "reported_totals",
-    ];
-
     /// Every wire field is found under its own index, and the string-typed ones are exactly
     /// those the wire struct declares as strings.
     #[test]
     fn keys_map_to_their_fields() {
-        for (i, name) in FIELDS.iter().enumerate() {
+        for (i, name) in FIELD_NAMES.iter().enumerate() {
             assert_eq!(field_index(name.as_bytes()), Some(i), "{name}");
             assert_eq!(field_index(&name.as_bytes()[1..]), None, "{name}");
             assert_eq!(field_index(format!("{name}_").as_bytes()), None, "{name}");
         }
-        let mut strings = FIELDS[..N_STR].to_vec();
+        let mut strings = FIELD_NAMES[..N_STR].to_vec();
         let mut wire = super::super::input::STRING_FIELDS.to_vec();
         strings.sort_unstable();
         wire.sort_unstable();

@@ -276,7 +276,7 @@ fn replay(
         Box::new(BufReader::with_capacity(1 << 20, f))
     };
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut table = eddy::replay::SummaryTable::default();
     let stats = eddy::replay::replay(
         input,

@@ -24,8 +24,11 @@ pub struct ReplayStats {
 }
 
 /// Replay `input` through `partitions` engines, calling `emit` for every output event in order.
+///
+/// Line `n` (1-based, as `on_malformed` reports it) is the `n`-th piece of input ended by `\n`
+/// or by the end of input, exactly as successive `read_until(b'\n')` calls would return them.
 pub fn replay<R: BufRead>(
-    input: R,
+    mut input: R,
     cfg: Arc<EngineConfig>,
     partitions: u32,
     mut emit: impl FnMut(&OutputEvent) -> Result<(), std::io::Error>,
@@ -37,20 +40,11 @@ pub fn replay<R: BufRead>(
         .collect();
     let mut stats = ReplayStats::default();
     let mut out = Vec::new();
-    let mut buf = Vec::new();
-    let mut input = input;
-    loop {
-        buf.clear();
-        let n = input
-            .read_until(b'\n', &mut buf)
-            .map_err(ReplayError::Read)?;
-        if n == 0 {
-            break;
-        }
+    let mut line = |buf: &[u8], stats: &mut ReplayStats| -> Result<(), ReplayError> {
         stats.lines += 1;
-        let line = trim_ascii(&buf);
+        let line = trim_ascii(buf);
         if line.is_empty() {
-            continue;
+            return Ok(());
         }
         match decode(line) {
             Ok(ev) => {
@@ -67,6 +61,37 @@ pub fn replay<R: BufRead>(
                 on_malformed(stats.lines, &format!("{} ({})", e, e.reason()));
             }
         }
+        Ok(())
+    };
+    // Lines wholly inside the reader's buffer are decoded where they lie; only a line cut by
+    // the buffer's end is copied, into `carry`, until its rest arrives.
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let avail = match input.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ReplayError::Read(e)),
+        };
+        if avail.is_empty() {
+            if !carry.is_empty() {
+                line(&carry, &mut stats)?;
+            }
+            break;
+        }
+        let mut from = 0;
+        for nl in memchr::memchr_iter(b'\n', avail) {
+            if carry.is_empty() {
+                line(&avail[from..nl], &mut stats)?;
+            } else {
+                carry.extend_from_slice(&avail[from..nl]);
+                line(&carry, &mut stats)?;
+                carry.clear();
+            }
+            from = nl + 1;
+        }
+        carry.extend_from_slice(&avail[from..]);
+        let n = avail.len();
+        input.consume(n);
     }
     Ok(stats)
 }
@@ -170,5 +195,76 @@ impl SummaryTable {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Line numbers and stats as the `read_until` loop this replaces counted them.
+    fn by_read_until(input: &[u8]) -> (Vec<u64>, u64) {
+        let (mut bad, mut lines, mut r, mut buf) = (Vec::new(), 0, input, Vec::new());
+        loop {
+            buf.clear();
+            if r.read_until(b'\n', &mut buf).unwrap_or(0) == 0 {
+                break;
+            }
+            lines += 1;
+            let l = trim_ascii(&buf);
+            if !l.is_empty() && decode(l).is_err() {
+                bad.push(lines);
+            }
+        }
+        (bad, lines)
+    }
+
+    /// Lines cut anywhere by the reader's buffer, blank and whitespace-only lines, `\r\n`, a last
+    /// line without `\n`: the same lines, line numbers and outputs whatever the buffer size.
+    #[test]
+    fn lines_are_split_as_read_until_splits_them() {
+        let cfg = Arc::new(EngineConfig::default());
+        let mut text = String::new();
+        for i in 0..40u32 {
+            text.push_str(&format!(
+                "{{\"v\":1,\"kind\":\"step\",\"project_id\":\"p\",\"run_id\":\"r{}\",\"ts\":{},\"step_index\":{},\"step_type\":\"tool_call\",\"tool_name\":\"t\",\"tool_input\":{{\"q\":1}}}}",
+                i % 3,
+                1000 + i,
+                i / 3
+            ));
+            text.push_str(match i % 7 {
+                0 => "\r\n",
+                1 => "\n\n",
+                2 => "\n  \t\n",
+                3 => "\nnot json\n",
+                _ => "\n",
+            });
+        }
+        for tail in ["", "{\"v\":1}", "   ", "\n"] {
+            let input = format!("{text}{tail}").into_bytes();
+            let (want_bad, want_lines) = by_read_until(&input);
+            assert!(!want_bad.is_empty());
+            let (want_out, want_stats) = replay_to_vec(&input, cfg.clone(), 2);
+            assert_eq!(want_stats.lines, want_lines);
+            assert!(want_stats.outputs > 0);
+            for cap in [1, 2, 7, 64, 333, 1 << 16] {
+                let mut bad = Vec::new();
+                let mut outs = Vec::new();
+                let stats = replay(
+                    std::io::BufReader::with_capacity(cap, &input[..]),
+                    cfg.clone(),
+                    2,
+                    |o| {
+                        outs.push(o.clone());
+                        Ok(())
+                    },
+                    |n, _| bad.push(n),
+                )
+                .expect("in-memory replay");
+                assert_eq!(stats, want_stats, "capacity {cap}, tail {tail:?}");
+                assert_eq!(bad, want_bad, "capacity {cap}, tail {tail:?}");
+                assert_eq!(outs, want_out, "capacity {cap}, tail {tail:?}");
+            }
+        }
     }
 }

@@ -182,7 +182,7 @@ pub(super) fn scan(b: &[u8], out: &mut Fields) -> Option<()> {
         loop {
             s.eat(b'"')?;
             let key_start = s.i;
-            let (key_end, escaped) = s.string_body(false)?;
+            let (key_end, escaped) = s.string_body::<false>()?;
             // serde matches a key after unescaping it; an escaped key is left to serde.
             if escaped {
                 return None;
@@ -208,7 +208,7 @@ pub(super) fn scan(b: &[u8], out: &mut Fields) -> Option<()> {
                     } else if f < N_STR {
                         s.eat(b'"')?;
                         let start = s.i;
-                        let (end, escaped) = s.string_body(true)?;
+                        let (end, escaped) = s.string_body::<true>()?;
                         Some(Span {
                             start: start as u32,
                             end: end as u32,
@@ -292,10 +292,11 @@ impl Scanner<'_> {
     /// After an opening quote: the index of the closing quote (then skipped) and whether any
     /// escape occurred. Escapes are checked as serde_json checks them when it skips a string
     /// (any `\uXXXX` is fine); control characters are refused as serde_json refuses them.
-    /// `to_string`: the string will be unescaped into a `String`, which serde refuses for a
-    /// lone surrogate; surrogates, even paired, are then left to serde.
+    /// `TO_STRING`: the string will be unescaped into a `String`, which serde refuses for a
+    /// lone surrogate; surrogates, even paired, are then left to serde. A const parameter, so
+    /// each caller gets a copy without the flag's test in its loop.
     #[inline]
-    fn string_body(&mut self, to_string: bool) -> Option<(usize, bool)> {
+    fn string_body<const TO_STRING: bool>(&mut self) -> Option<(usize, bool)> {
         let b = self.b;
         let mut i = self.i;
         let mut escaped = false;
@@ -328,7 +329,7 @@ impl Scanner<'_> {
                                 return None;
                             }
                             // `\uD800` ..= `\uDFFF`.
-                            if to_string
+                            if TO_STRING
                                 && hex[0].eq_ignore_ascii_case(&b'd')
                                 && matches!(hex[1], b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
                             {
@@ -350,7 +351,7 @@ impl Scanner<'_> {
         match self.peek()? {
             b'"' => {
                 self.i += 1;
-                self.string_body(false).map(|_| ())
+                self.string_body::<false>().map(|_| ())
             }
             b'{' => {
                 if depth + 1 > MAX_DEPTH {
@@ -364,7 +365,7 @@ impl Scanner<'_> {
                 }
                 loop {
                     self.eat(b'"')?;
-                    self.string_body(false)?;
+                    self.string_body::<false>()?;
                     self.ws();
                     self.eat(b':')?;
                     self.ws();

@@ -238,24 +238,54 @@ const ASCII_BREAK: [bool; 256] = {
 /// for a caller that only compares them, ASCII-case-insensitively. Meaningless for non-ASCII
 /// text, whose words [`Words::of`] splits on Unicode whitespace.
 pub fn ascii_tokens(s: &str) -> impl Iterator<Item = &str> + '_ {
-    let b = s.as_bytes();
-    let mut i = 0;
-    std::iter::from_fn(move || loop {
-        while i < b.len() && ASCII_BREAK[usize::from(b[i])] {
-            i += 1;
+    AsciiTokens { s, i: 0 }
+}
+
+/// The iterator of [`ascii_tokens`], cloneable to read a phrase ahead.
+#[derive(Clone)]
+struct AsciiTokens<'a> {
+    s: &'a str,
+    i: usize,
+}
+
+impl<'a> Iterator for AsciiTokens<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let b = self.s.as_bytes();
+        let mut i = self.i;
+        loop {
+            while i < b.len() && ASCII_BREAK[usize::from(b[i])] {
+                i += 1;
+            }
+            if i == b.len() {
+                self.i = i;
+                return None;
+            }
+            let mut start = i;
+            while i < b.len() && !ASCII_BREAK[usize::from(b[i])] {
+                i += 1;
+            }
+            // The trim of `Words::of`, on bytes: every byte trimmed is ASCII, so both ends
+            // stay on char boundaries whatever the text.
+            let mut end = i;
+            while start < end && is_trimmed(b[start]) {
+                start += 1;
+            }
+            while start < end && is_trimmed(b[end - 1]) {
+                end -= 1;
+            }
+            if start < end {
+                self.i = i;
+                return Some(&self.s[start..end]);
+            }
         }
-        if i == b.len() {
-            return None;
-        }
-        let start = i;
-        while i < b.len() && !ASCII_BREAK[usize::from(b[i])] {
-            i += 1;
-        }
-        let t = s[start..i].trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/'));
-        if !t.is_empty() {
-            return Some(t);
-        }
-    })
+    }
+}
+
+/// The punctuation kept inside a token but trimmed from its ends.
+fn is_trimmed(c: u8) -> bool {
+    matches!(c, b'.' | b'-' | b'_' | b'/')
 }
 
 /// The tokens of [`words`] in one buffer: detectors tokenise several texts per step, and one
@@ -327,29 +357,13 @@ impl Words {
 
     /// Whether the space-separated `phrase` occurs word by word.
     pub fn has_phrase_str(&self, phrase: &str) -> bool {
-        // Called for every configured phrase on every failure: a short ASCII phrase is
-        // compared in place (lowercased byte by byte) instead of being tokenised into a copy.
-        let mut parts = [""; 16];
-        let mut n = 0;
-        let mut fits = phrase.is_ascii();
-        if fits {
-            for t in ascii_tokens(phrase) {
-                if n == parts.len() {
-                    fits = false;
-                    break;
-                }
-                parts[n] = t;
-                n += 1;
-            }
-        }
-        if !fits {
+        if !phrase.is_ascii() {
             let p = Words::of(phrase);
             let refs: Vec<&str> = p.iter().collect();
             return self.has_phrase(&refs);
         }
-        if n == 0 || self.len() < n {
-            return false;
-        }
+        // Called for every configured phrase on every failure, and most phrases miss on their
+        // first word: the phrase is tokenised lazily, in place, only where that word matches.
         let eq = |tok: &str, p: &str| {
             tok.len() == p.len()
                 && tok
@@ -357,11 +371,16 @@ impl Words {
                     .zip(p.bytes())
                     .all(|(a, b)| a == b.to_ascii_lowercase())
         };
-        (0..=self.len() - n).any(|i| {
-            parts[..n]
-                .iter()
-                .enumerate()
-                .all(|(j, p)| self.get(i + j).is_some_and(|t| eq(t, p)))
+        let mut parts = AsciiTokens { s: phrase, i: 0 };
+        let Some(first) = parts.next() else {
+            return false;
+        };
+        (0..self.len()).any(|i| {
+            self.get(i).is_some_and(|t| eq(t, first))
+                && parts
+                    .clone()
+                    .enumerate()
+                    .all(|(j, p)| self.get(i + 1 + j).is_some_and(|t| eq(t, p)))
         })
     }
 }
@@ -652,12 +671,15 @@ pub fn name_key(domain: &'static str, name: &str) -> u64 {
     use std::hash::BuildHasher;
     type Memo = hashbrown::HashTable<(&'static str, Box<str>, u64)>;
     thread_local! {
-        static KEYS: std::cell::RefCell<Memo> = Default::default();
+        // Const-initialised: no lazy-initialisation check on every step.
+        static KEYS: std::cell::RefCell<Memo> = const { std::cell::RefCell::new(Memo::new()) };
     }
     let hash = |d: &str, n: &str| rustc_hash::FxBuildHasher.hash_one((d, n));
     KEYS.with_borrow_mut(|m| {
         let h = hash(domain, name);
-        if let Some(e) = m.find(h, |e| e.0 == domain && *e.1 == *name) {
+        // The domains are a few literals: usually the same pointer, compared before the bytes.
+        let same_domain = |d: &str| std::ptr::eq(d, domain) || d == domain;
+        if let Some(e) = m.find(h, |e| same_domain(e.0) && *e.1 == *name) {
             return e.2;
         }
         // Bounded: a hostile stream of distinct names costs a clear now and then, not memory.
@@ -977,6 +999,74 @@ mod tests {
             let refs: Vec<&str> = q.iter().collect();
             assert_eq!(w.has_phrase_str(p), w.has_phrase(&refs), "{p}");
         }
+    }
+
+    /// The tokens of `ascii_tokens` as first written (trimmed as chars), for any text.
+    fn reference_ascii_tokens(s: &str) -> Vec<&str> {
+        s.split(|c: char| c.is_ascii() && ASCII_BREAK[c as usize])
+            .map(|t| t.trim_matches(|c: char| matches!(c, '.' | '-' | '_' | '/')))
+            .filter(|t| !t.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn ascii_tokens_trim_bytes_like_chars() {
+        for t in [
+            "",
+            "-",
+            "._-/",
+            "a",
+            "--a--",
+            "./x.py/ ,, -_- a_b _c_ d.",
+            "caf\u{e9}. -\u{e9}- /\u{3a3}/ x\u{3a3}.-",
+            "\u{e9}\u{e9}\t..\n\u{3000}a\u{3000}b",
+            "(old) [text] {not} found!? at 'a.b'",
+        ] {
+            assert_eq!(
+                ascii_tokens(t).collect::<Vec<_>>(),
+                reference_ascii_tokens(t),
+                "{t}"
+            );
+        }
+    }
+
+    #[test]
+    fn lazy_phrase_match_agrees_with_tokenised_phrases() {
+        let texts = [
+            "",
+            "a",
+            "a a b a a a b c",
+            "Error: old text NOT found. Old text not",
+            "x y z x y z x y",
+            "caf\u{e9} au lait, caf\u{e9} noir",
+        ];
+        let long = "a ".repeat(20);
+        let phrases = [
+            "",
+            "  .. ",
+            "a",
+            "A a B",
+            "a a a b",
+            "a b c d",
+            "old text not found",
+            "OLD TEXT NOT",
+            "text not found. old",
+            "x y z x y z x y",
+            "x y z x y z x y z",
+            "z",
+            "caf\u{e9} noir",
+            long.as_str(),
+        ];
+        for t in texts {
+            let w = Words::of(t);
+            for p in phrases {
+                let q = Words::of(p);
+                let refs: Vec<&str> = q.iter().collect();
+                assert_eq!(w.has_phrase_str(p), w.has_phrase(&refs), "{t:?} / {p:?}");
+            }
+        }
+        assert!(Words::of(&"a ".repeat(30)).has_phrase_str(&long));
+        assert!(!Words::of(&"a ".repeat(19)).has_phrase_str(&long));
     }
 
     #[test]

@@ -165,9 +165,11 @@ impl<'a> StepView<'a> {
 /// Calls `f` with each word of a tool name (`getJobStatus` → get, Job, Status), as a slice of
 /// it: the class lists are compared ASCII-lowercased anyway ([`class_flags`]).
 fn split_name(name: &str, mut f: impl FnMut(&str)) {
+    // Per byte: every test is on ASCII, and a non-ASCII char's bytes are all non-alphanumeric,
+    // so the cuts fall on char boundaries exactly as per char.
     let mut start = None;
     let mut prev_lower = false;
-    for (i, c) in name.char_indices() {
+    for (i, &c) in name.as_bytes().iter().enumerate() {
         if !c.is_ascii_alphanumeric() {
             if let Some(s) = start.take() {
                 f(&name[s..i]);
@@ -306,6 +308,9 @@ pub fn reports_in_progress(output_text: &str) -> bool {
         return false;
     }
     if output_text.is_ascii() {
+        if !may_hold_state_key(output_text.as_bytes()) {
+            return false;
+        }
         // The same pairs as below, compared in place: runs on nearly every tool step.
         let ends = |k: &str, suf: &str| {
             k.len() >= suf.len()
@@ -333,6 +338,23 @@ pub fn reports_in_progress(output_text: &str) -> bool {
         is_key && IN_PROGRESS.contains(&v)
     });
     found
+}
+
+/// Whether ASCII text may hold a key token of [`reports_in_progress`]: one ending in `status`
+/// or `state`, or `phase` or `health`, in any case. Each contains one of `stat`, `phas`, `heal`,
+/// found here with one 4-byte compare per position instead of tokenising (most outputs have
+/// none). Setting bit 5 lowercases an ASCII letter and maps no other byte to a letter.
+fn may_hold_state_key(b: &[u8]) -> bool {
+    const fn word(w: &[u8; 4]) -> u32 {
+        u32::from_le_bytes(*w)
+    }
+    const STAT: u32 = word(b"stat");
+    const PHAS: u32 = word(b"phas");
+    const HEAL: u32 = word(b"heal");
+    b.windows(4).any(|w| {
+        let x = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) | 0x2020_2020;
+        x == STAT || x == PHAS || x == HEAL
+    })
 }
 
 const ERROR_FIELDS: &[&str] = &[
@@ -380,12 +402,28 @@ fn collect_text(v: &Value, out: &mut String, depth: usize) {
 /// The error text of a failed output: its error-ish fields when it is an object, else all text.
 fn error_text(out: &Value) -> String {
     let mut s = String::new();
-    if let Value::Object(m) = out {
-        for k in ERROR_FIELDS {
-            if let Some(v) = m.get(*k) {
+    match out {
+        // Few keys (the usual error object): each looked up in the field list, instead of
+        // every field in the map, and then read in the list's order as below.
+        Value::Object(m) if m.len() <= 8 => {
+            let mut found = [None; ERROR_FIELDS.len()];
+            for (k, v) in m {
+                if let Some(i) = ERROR_FIELDS.iter().position(|f| *f == k.as_str()) {
+                    found[i] = Some(v);
+                }
+            }
+            for v in found.into_iter().flatten() {
                 collect_text(v, &mut s, 0);
             }
         }
+        Value::Object(m) => {
+            for k in ERROR_FIELDS {
+                if let Some(v) = m.get(*k) {
+                    collect_text(v, &mut s, 0);
+                }
+            }
+        }
+        _ => {}
     }
     if s.trim().is_empty() {
         collect_text(out, &mut s, 0);
@@ -560,37 +598,97 @@ fn classify_failure(
         return None;
     }
     let text = error_text(out);
-    let toks = Words::of(&text);
-    let recoverable = cfg
-        .recoverable_errors
-        .iter()
-        .chain(policy.map_or(&[][..], |p| p.recoverable_errors.as_slice()))
-        .any(|p| toks.has_phrase_str(p));
-    let any_word = |ws: &[&str]| toks.iter().any(|t| ws.contains(&t));
-    let any_phrase = |ps: &[&[&str]]| ps.iter().any(|p| toks.has_phrase(p));
-    let class = if recoverable {
-        FailClass::Recoverable
-    } else if any_word(RETRYABLE_WORDS) || any_phrase(RETRYABLE_PHRASES) {
-        FailClass::Retryable
-    } else if any_word(PERMANENT_WORDS) || any_phrase(PERMANENT_PHRASES) {
-        FailClass::Permanent
-    } else {
-        FailClass::Other
+    let recoverable = |toks: &Words| {
+        cfg.recoverable_errors
+            .iter()
+            .chain(policy.map_or(&[][..], |p| p.recoverable_errors.as_slice()))
+            .any(|p| toks.has_phrase_str(p))
     };
-    let norm = normalize_error(&text);
-    let error_key = key64("error", &[norm.as_bytes()]);
-    let mut short = norm;
-    if short.len() > 160 {
-        let mut end = 160;
-        while !short.is_char_boundary(end) {
-            end -= 1;
-        }
-        short.truncate(end);
+    if text.len() > MEMO_TEXT_MAX {
+        let e = ErrorInfo::of(&text);
+        return Some(e.failure(recoverable(&e.words)));
     }
-    Some(Failure {
-        class,
-        error_key,
-        text: short,
+    Some(with_error_info(&text, |e| e.failure(recoverable(&e.words))))
+}
+
+/// What a failure's class and identity need from its error text, apart from the configured
+/// recoverable phrases: a pure function of the text.
+struct ErrorInfo {
+    words: Words,
+    /// The class when no recoverable phrase matches.
+    class: FailClass,
+    error_key: u64,
+    /// The normalised text, cut to 160 bytes.
+    short: String,
+}
+
+impl ErrorInfo {
+    fn of(text: &str) -> Self {
+        let words = Words::of(text);
+        let any_word = |ws: &[&str]| words.iter().any(|t| ws.contains(&t));
+        let any_phrase = |ps: &[&[&str]]| ps.iter().any(|p| words.has_phrase(p));
+        let class = if any_word(RETRYABLE_WORDS) || any_phrase(RETRYABLE_PHRASES) {
+            FailClass::Retryable
+        } else if any_word(PERMANENT_WORDS) || any_phrase(PERMANENT_PHRASES) {
+            FailClass::Permanent
+        } else {
+            FailClass::Other
+        };
+        let norm = normalize_error(text);
+        let error_key = key64("error", &[norm.as_bytes()]);
+        let mut short = norm;
+        if short.len() > 160 {
+            let mut end = 160;
+            while !short.is_char_boundary(end) {
+                end -= 1;
+            }
+            short.truncate(end);
+        }
+        Self {
+            words,
+            class,
+            error_key,
+            short,
+        }
+    }
+
+    fn failure(&self, recoverable: bool) -> Failure {
+        Failure {
+            class: if recoverable {
+                FailClass::Recoverable
+            } else {
+                self.class
+            },
+            error_key: self.error_key,
+            text: self.short.clone(),
+        }
+    }
+}
+
+/// Error texts longer than this are not memoised (bounds the memo's memory).
+const MEMO_TEXT_MAX: usize = 512;
+
+/// Calls `f` with the [`ErrorInfo`] of `text`, memoised per thread: a failing call is usually
+/// retried, so the same few error texts recur, and their normalisation and SHA-256 were most
+/// of the cost of a failure. Pure like [`ErrorInfo::of`].
+fn with_error_info<R>(text: &str, f: impl FnOnce(&ErrorInfo) -> R) -> R {
+    use std::hash::BuildHasher;
+    type Memo = hashbrown::HashTable<(Box<str>, ErrorInfo)>;
+    thread_local! {
+        static ERRORS: std::cell::RefCell<Memo> = Default::default();
+    }
+    let hash = |t: &str| rustc_hash::FxBuildHasher.hash_one(t);
+    ERRORS.with_borrow_mut(|m| {
+        let h = hash(text);
+        if let Some(e) = m.find(h, |e| *e.0 == *text) {
+            return f(&e.1);
+        }
+        // Bounded: a stream of distinct errors costs a clear now and then, not memory.
+        if m.len() >= 1024 {
+            m.clear();
+        }
+        let e = m.insert_unique(h, (text.into(), ErrorInfo::of(text)), |e| hash(&e.0));
+        f(&e.get().1)
     })
 }
 
@@ -627,6 +725,18 @@ const EMPTY_PREFIXES: &[&str] = &[
     "empty",
 ];
 
+/// Whether `s`, trimmed and lowercased, is one of [`ACK_WORDS`]; without a lowercased copy
+/// when it is ASCII (the words are ASCII, and only a non-ASCII char like the Kelvin sign can
+/// lowercase to one).
+fn is_ack_word(s: &str) -> bool {
+    let t = s.trim();
+    if t.is_ascii() {
+        ACK_WORDS.iter().any(|w| w.eq_ignore_ascii_case(t))
+    } else {
+        ACK_WORDS.contains(&t.to_lowercase().as_str())
+    }
+}
+
 fn output_kind(out: &Value) -> OutKind {
     match out {
         Value::Null | Value::Bool(true) => OutKind::Ack,
@@ -651,7 +761,7 @@ fn output_kind(out: &Value) -> OutKind {
             if m.len() <= 3
                 && m.values().all(|v| match v {
                     Value::Bool(_) | Value::Null | Value::Number(_) => true,
-                    Value::String(s) => ACK_WORDS.contains(&s.trim().to_lowercase().as_str()),
+                    Value::String(s) => is_ack_word(s),
                     _ => false,
                 })
             {
@@ -830,6 +940,262 @@ pub(super) mod tests {
             .2,
             ToolClass::Poll
         );
+    }
+
+    /// `reports_in_progress` without its pre-filter (as first written).
+    fn reference_reports_in_progress(output_text: &str) -> bool {
+        if output_text.len() > 2000 {
+            return false;
+        }
+        let toks = Words::of(output_text);
+        let found = toks.iter().zip(toks.iter().skip(1)).any(|(k, v)| {
+            let is_key =
+                k.ends_with("status") || k.ends_with("state") || k == "phase" || k == "health";
+            is_key && IN_PROGRESS.contains(&v)
+        });
+        found
+    }
+
+    #[test]
+    fn in_progress_prefilter_misses_no_key() {
+        let keys = [
+            "status",
+            "STATUS",
+            "Status",
+            "job_status",
+            "jobStatus",
+            "sTaTe",
+            "state",
+            "phase",
+            "PHASE",
+            "Health",
+            "healthy",
+            "stat",
+            "phas",
+            "heal",
+            "x",
+            "statu",
+        ];
+        let values = [
+            "running",
+            "RUNNING",
+            "In_Progress",
+            "done",
+            "queued",
+            "not_started",
+        ];
+        let seps = [":", ": ", "\":\"", "=", " ", "\n  ", " - "];
+        for k in keys {
+            for v in values {
+                for sep in seps {
+                    for t in [
+                        format!("{k}{sep}{v}"),
+                        format!("{{\"{k}\"{sep}\"{v}\"}}"),
+                        format!("the {k}{sep}{v}, ok"),
+                        format!("caf\u{e9} {k}{sep}{v}"),
+                    ] {
+                        assert_eq!(
+                            reports_in_progress(&t),
+                            reference_reports_in_progress(&t),
+                            "{t}"
+                        );
+                    }
+                }
+            }
+        }
+        for t in [
+            "",
+            "sta",
+            "stat",
+            "{\"bytes\":1001}",
+            "Status running",
+            "@TAT running",
+        ] {
+            assert_eq!(
+                reports_in_progress(t),
+                reference_reports_in_progress(t),
+                "{t}"
+            );
+        }
+        // Bit 5 only folds letters: no other byte reads as one.
+        assert!(may_hold_state_key(b"STAT") && may_hold_state_key(b"xHeAl"));
+        assert!(!may_hold_state_key(b"st@t") && !may_hold_state_key(b"\x13\x14\x01\x14"));
+    }
+
+    /// `classify_failure`'s class and identity computed without the memo (as first written).
+    fn reference_failure(cfg: &DetectorConfig, out: &Value) -> Failure {
+        let text = error_text(out);
+        let toks = Words::of(&text);
+        let recoverable = cfg
+            .recoverable_errors
+            .iter()
+            .any(|p| toks.has_phrase_str(p));
+        let any_word = |ws: &[&str]| toks.iter().any(|t| ws.contains(&t));
+        let any_phrase = |ps: &[&[&str]]| ps.iter().any(|p| toks.has_phrase(p));
+        let class = if recoverable {
+            FailClass::Recoverable
+        } else if any_word(RETRYABLE_WORDS) || any_phrase(RETRYABLE_PHRASES) {
+            FailClass::Retryable
+        } else if any_word(PERMANENT_WORDS) || any_phrase(PERMANENT_PHRASES) {
+            FailClass::Permanent
+        } else {
+            FailClass::Other
+        };
+        let norm = normalize_error(&text);
+        let error_key = key64("error", &[norm.as_bytes()]);
+        let mut short = norm;
+        if short.len() > 160 {
+            let mut end = 160;
+            while !short.is_char_boundary(end) {
+                end -= 1;
+            }
+            short.truncate(end);
+        }
+        Failure {
+            class,
+            error_key,
+            text: short,
+        }
+    }
+
+    #[test]
+    fn memoised_failures_match_the_direct_computation() {
+        let mut cfg = DetectorConfig::default();
+        let long = format!(
+            "{{\"error\":\"{} old text not found\"}}",
+            "\u{e9}x ".repeat(300)
+        );
+        let outputs = [
+            r#"{"error":"401 Unauthorized: invalid API key"}"#.to_string(),
+            r#"{"error":"503 service temporarily unavailable"}"#.to_string(),
+            r#""Error: old TEXT not found in src/a.rs""#.to_string(),
+            r#"{"message":"Caf\u00e9 ferm\u00e9e","code":7}"#.to_string(),
+            r#"{"errors":[{"detail":"req_7Hq2x9Lm0aZk at 2024-05-01T10:00:00Z"}]}"#.to_string(),
+            long,
+        ];
+        let s = step("t", "{}", "{}", Some(false));
+        for round in 0..3 {
+            if round == 2 {
+                // The memo holds no configuration: a changed phrase list is read afresh.
+                cfg.recoverable_errors = vec!["INVALID api".into(), "temporarily".into()];
+            }
+            for o in &outputs {
+                let out: Value = serde_json::from_str(o).unwrap();
+                assert_eq!(
+                    classify_failure(&cfg, None, &s, &out),
+                    Some(reference_failure(&cfg, &out)),
+                    "{o}"
+                );
+            }
+        }
+        // A full memo is cleared, not grown, and still answers the same.
+        for i in 0..2100 {
+            let out = Value::String(format!("error {i} not found"));
+            assert_eq!(
+                classify_failure(&cfg, None, &s, &out),
+                Some(reference_failure(&cfg, &out)),
+                "{i}"
+            );
+        }
+    }
+
+    /// `split_name` as first written (per char).
+    fn reference_split_name(name: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut start = None;
+        let mut prev_lower = false;
+        for (i, c) in name.char_indices() {
+            if !c.is_ascii_alphanumeric() {
+                if let Some(s) = start.take() {
+                    out.push(&name[s..i]);
+                }
+                prev_lower = false;
+                continue;
+            }
+            if c.is_ascii_uppercase() && prev_lower {
+                if let Some(s) = start.take() {
+                    out.push(&name[s..i]);
+                }
+            }
+            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+            start.get_or_insert(i);
+        }
+        if let Some(s) = start {
+            out.push(&name[s..]);
+        }
+        out
+    }
+
+    #[test]
+    fn name_words_split_per_byte_as_per_char() {
+        for n in [
+            "",
+            "_",
+            "getJobStatus",
+            "HTTPGetURL2x",
+            "get_job__status-",
+            "caf\u{e9}Status",
+            "\u{e9}\u{3a3}x\u{3a3}Yz\u{1f600}",
+            "a1B2c3",
+            "scroll_down",
+        ] {
+            let mut got = Vec::new();
+            split_name(n, |w| got.push(w.to_string()));
+            assert_eq!(got, reference_split_name(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn error_text_and_ack_words_match_their_lookups() {
+        let reference_text = |out: &Value| {
+            let mut s = String::new();
+            if let Value::Object(m) = out {
+                for k in ERROR_FIELDS {
+                    if let Some(v) = m.get(*k) {
+                        collect_text(v, &mut s, 0);
+                    }
+                }
+            }
+            if s.trim().is_empty() {
+                collect_text(out, &mut s, 0);
+            }
+            s
+        };
+        for o in [
+            r#"{"error":"x"}"#,
+            r#"{"zeta":"z","code":500,"message":"m","error":{"type":"t","n":1}}"#,
+            r#"{"a":1,"b":"bee","statusCode":404,"errorMessage":"nope","title":"T","msg":"q"}"#,
+            r#"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"detail":"d","reason":"r"}"#,
+            r#"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"detail":"d","reason":"r"}"#,
+            r#"{"ok":false,"data":[" ","x"]}"#,
+            r#"{"stderr":"  ","exception":null}"#,
+            r#"{}"#,
+            r#"[1,"two"]"#,
+            r#""text""#,
+        ] {
+            let out: Value = serde_json::from_str(o).unwrap();
+            assert_eq!(error_text(&out), reference_text(&out), "{o}");
+        }
+        for s in [
+            "ok",
+            " OK ",
+            "Done",
+            "done.",
+            "oK\u{e9}",
+            "o\u{212a}",
+            "\u{2003}saved\u{2003}",
+            "",
+            "nope",
+            "TRUE",
+            "complete\n",
+        ] {
+            assert_eq!(
+                is_ack_word(s),
+                ACK_WORDS.contains(&s.trim().to_lowercase().as_str()),
+                "{s:?}"
+            );
+        }
+        assert!(is_ack_word("o\u{212a}"));
     }
 
     #[test]

@@ -256,10 +256,13 @@ impl PartitionEngine {
     pub fn apply(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) -> Outcome {
         let key = ev.key();
         let hash = hash_key(key);
-        let outcome = if self.ended_set.find(hash, |k| k == key).is_some() {
+        // An open run is never among the ended ones (a run ends by leaving the table, and an
+        // ended one cannot reopen while remembered), so most events skip that probe.
+        let open = self.runs.find(hash, |s| s.key.is(key)).is_some();
+        let outcome = if !open && self.ended_set.find(hash, |k| k == key).is_some() {
             Outcome::AfterEnd
         } else {
-            self.apply_to_run(ev, hash, out)
+            self.apply_to_run(ev, hash, !open, out)
         };
         self.advance_watermark(key, ev.ts_ms(), out);
         outcome
@@ -321,7 +324,14 @@ impl PartitionEngine {
         Some(Ok(()))
     }
 
-    fn apply_to_run(&mut self, ev: &Event, hash: u64, out: &mut Vec<OutputEvent>) -> Outcome {
+    /// `fresh`: the run is not open yet.
+    fn apply_to_run(
+        &mut self,
+        ev: &Event,
+        hash: u64,
+        fresh: bool,
+        out: &mut Vec<OutputEvent>,
+    ) -> Outcome {
         let key = ev.key();
         let ts = ev.ts_ms();
         self.meta.seq += 1;
@@ -332,7 +342,6 @@ impl PartitionEngine {
         if self.idle.len() > 2 * self.runs.len() + 1024 {
             self.compact_idle();
         }
-        let fresh = self.runs.find(hash, |s| s.key.is(key)).is_none();
         if fresh {
             self.make_room(out);
             self.runs.insert_unique(

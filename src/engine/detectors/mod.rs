@@ -828,8 +828,11 @@ impl RunDetectors {
         }
         self.keelwave.on_step(&cfg.keelwave, step, &canon.fps, out);
         self.budget.on_step(&cfg.budget, &v, run, out);
-        self.failure
-            .with(|f| f.on_step(&cfg.failure, &v, &before, out));
+        // A run with no failure streaks stays without one on a success: nothing to run.
+        if self.failure.get().is_some() || v.failure.is_some() {
+            self.failure
+                .with(|f| f.on_step(&cfg.failure, &v, &before, out));
+        }
         let h = &mut self.history;
         self.repeat.on_step(&cfg.repeat, &v, &before, h, out);
         self.stall.on_step(&cfg.stall, &v, h, out);
@@ -844,8 +847,11 @@ impl RunDetectors {
         self.context.with(|c| c.on_step(&cfg.context, &v, h, out));
         self.history.settle();
         let seq = self.progress.seq;
-        self.policy
-            .with(|p| p.apply(&cfg.policy, seq, &mut out[start..]));
+        // Nothing recent and nothing found: the policy has nothing to do or remember.
+        if self.policy.get().is_some() || out.len() > start {
+            self.policy
+                .with(|p| p.apply(&cfg.policy, seq, &mut out[start..]));
+        }
     }
 }
 
@@ -898,6 +904,91 @@ mod tests {
             set: serde_json::json!({"repeat": {"nope": 1}}),
         });
         assert!(cfg.validate().is_err());
+    }
+
+    /// Steps from a few tools, inputs and outputs, failing now and then, run through the
+    /// detectors under short, long and empty windows: the shortcuts (the repeated-operation
+    /// count from its first scan, the near-duplicate precheck, the stall buffer) assert in
+    /// debug builds that they agree with the full scans; the findings are checked here.
+    #[test]
+    fn shortcuts_agree_with_full_scans_under_any_window() {
+        let tools = ["read", "search", "poll_status", "edit"];
+        let inputs = [
+            r#"{"path":"a.rs"}"#,
+            r#"{"q":"rust async runtime"}"#,
+            r#"{"q":"async runtime for rust"}"#,
+            "{}",
+        ];
+        let outputs = [r#"{"ok":true}"#, "[]", r#""data one two""#, r#"{"n":1}"#];
+        let mut found = 0usize;
+        for (rw, sw, nw) in [
+            (0, 2, 1),
+            (1, 3, 2),
+            (3, 8, 10),
+            (20, 40, 3),
+            (70_000, 33, 0),
+        ] {
+            let mut cfg = DetectorConfig::default();
+            cfg.repeat.window = rw;
+            cfg.repeat.window_repeatable = rw / 2;
+            cfg.stall.window = sw;
+            cfg.neardup.window = nw;
+            let mut d = RunDetectors::default();
+            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = |n: usize| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                (seed % n as u64) as usize
+            };
+            for i in 0..400u64 {
+                let success = match next(6) {
+                    0 => Some(false),
+                    _ => Some(true),
+                };
+                let mut s = view::tests::step(
+                    tools[next(tools.len())],
+                    inputs[next(inputs.len())],
+                    outputs[next(2) * next(outputs.len())],
+                    success,
+                );
+                s.step_index = i;
+                let canon = Canonical::compute(&s, &cfg);
+                let mut out = Vec::new();
+                d.on_step(&cfg, &s, &canon, budget::Counts::default(), &mut out);
+                for f in &out {
+                    assert!(f.step_indices.iter().all(|x| *x <= i), "{f:?}");
+                    if f.detector == "repeated_operation" {
+                        assert!(f.hits as usize <= rw.max(rw / 2).min(history::MAX_WINDOW));
+                    }
+                }
+                found += out.len();
+            }
+        }
+        assert!(found > 0);
+    }
+
+    /// A stall window longer than the stack buffer holds still finds the stall.
+    #[test]
+    fn long_stall_windows_are_judged_whole() {
+        for window in [8, 32, 33, 100] {
+            let mut cfg = DetectorConfig::default();
+            cfg.stall.window = window;
+            let mut d = RunDetectors::default();
+            let mut first = None;
+            for i in 0..(window as u64 + 5) {
+                let input = format!(r#"{{"path":"f{}.rs"}}"#, i % 3);
+                let mut s = view::tests::step("read", &input, r#"{"n":1}"#, Some(true));
+                s.step_index = i;
+                let canon = Canonical::compute(&s, &cfg);
+                let mut out = Vec::new();
+                d.on_step(&cfg, &s, &canon, budget::Counts::default(), &mut out);
+                if first.is_none() && out.iter().any(|f| f.detector == "no_progress") {
+                    first = Some(i);
+                }
+            }
+            assert_eq!(first, Some(window as u64 - 1), "window {window}");
+        }
     }
 
     #[test]

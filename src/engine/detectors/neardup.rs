@@ -234,6 +234,23 @@ impl NearDupState {
         })
     }
 
+    /// Whether some entry is of tool `tool` and kind `kind`: read from the entries alone,
+    /// without their history calls. It may see entries `entries` would not (a malformed
+    /// record's surplus), never fewer, so `false` means no entry of `entries` matches.
+    fn any_like(&self, tool: u64, kind: OutKind) -> bool {
+        let mut at = 0usize;
+        while let Some((c, next)) = self.entry_at(at, 0) {
+            if c.tool == tool && c.kind == kind {
+                return true;
+            }
+            if next <= at {
+                break;
+            }
+            at = next;
+        }
+        false
+    }
+
     /// Append an entry after `evicted` of the oldest left the window. `output` is the entry's
     /// history call's.
     fn push(&mut self, evicted: usize, output: u64, c: &Call<'_>) {
@@ -493,7 +510,17 @@ impl NearDupState {
             })
         };
         // Without features there is no level whatever the window holds (below): no cluster.
-        let cluster: Vec<(history::Call, Call<'_>)> = if features == 0 {
+        // Nor without an entry of the same tool and kind (a stagnant pair needs both).
+        let unlike = !matches!(cur.kind, OutKind::Failure | OutKind::Empty | OutKind::Data)
+            || !self.any_like(cur.tool, cur.kind);
+        debug_assert!(
+            !unlike
+                || self
+                    .entries(hist)
+                    .all(|(_, c)| c.tool != cur.tool || !stagnant(&c, &cur)),
+            "a window entry could join the cluster"
+        );
+        let cluster: Vec<(history::Call, Call<'_>)> = if features == 0 || unlike {
             Vec::new()
         } else {
             self.entries(hist)

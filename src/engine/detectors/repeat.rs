@@ -157,22 +157,38 @@ impl RepeatState {
         let mut ops = OpKeys::default();
         let same = |e: &Call| e.primary == v.primary_key && e.output == v.output_key;
         let stale_entry = |e: &Call| e.primary == v.primary_key && e.output != v.output_key;
-        // One scan for both rules below (each window scan first walks back over the history).
-        // Forgetting this operation's entries cannot change whether stale ones exist.
-        let (mut last_work, mut any_stale) = (None, false);
-        for e in hist.members(REPEAT) {
+        let window = if repeatable {
+            cfg.window_repeatable
+        } else {
+            cfg.window
+        };
+        let cap = cfg.window.max(cfg.window_repeatable).max(1);
+        // How many of the window's newest calls count once the current one joined (it drops
+        // only calls older than those: `cap` is at least `window`, as cut below).
+        let counted = window.min(cap.min(super::history::MAX_WINDOW));
+        let before_len = hist.len(REPEAT);
+        // One scan for both rules below (each window scan first walks back over the history),
+        // and for the count when neither rule forgets anything. Forgetting this operation's
+        // entries cannot change whether stale ones exist.
+        let (mut last_work, mut any_stale, mut recent_same) = (None, false, 0u32);
+        for (i, e) in hist.members(REPEAT).enumerate() {
             if same(&e) {
                 last_work = Some(e.work());
+                if i + counted > before_len {
+                    recent_same += 1;
+                }
             } else if stale_entry(&e) {
                 any_stale = true;
             }
         }
+        let mut forgot = any_stale;
         // New work since the previous occurrence of this very operation: start over.
         if cfg.reset_after_new_actions > 0
             && last_work.is_some_and(|w| {
                 before.novel_actions.saturating_sub(w) >= cfg.reset_after_new_actions
             })
         {
+            forgot = true;
             hist.leave(REPEAT, same);
             if self.armed() {
                 self.latch.rearm(ops.get(v.primary_key, v.output_key));
@@ -194,20 +210,23 @@ impl RepeatState {
             }
         }
         // The current call (pushed with `work` = novel actions after this step) joins.
-        let cap = cfg.window.max(cfg.window_repeatable).max(1);
         hist.join(REPEAT, cap);
         let levels = v.policy.and_then(|p| p.repeat).unwrap_or(if repeatable {
             cfg.repeatable
         } else {
             cfg.normal
         });
-        let window = if repeatable {
-            cfg.window_repeatable
-        } else {
-            cfg.window
-        };
         let start = hist.len(REPEAT).saturating_sub(window);
-        let hits = hist.members(REPEAT).skip(start).filter(|e| same(e)).count() as u32;
+        let hits = if forgot {
+            hist.members(REPEAT).skip(start).filter(|e| same(e)).count() as u32
+        } else {
+            // The current call counts unless nothing does.
+            recent_same + u32::from(counted > 0)
+        };
+        debug_assert_eq!(
+            hits,
+            hist.members(REPEAT).skip(start).filter(|e| same(e)).count() as u32
+        );
         let level = if hits >= levels.floor() {
             levels.level(hits)
         } else {

@@ -89,14 +89,28 @@ impl StallState {
             return;
         }
         let window = hist.members(STALL);
-        // Outputs then actions in one buffer (one allocation), each part cut to its distinct
-        // values in ascending order, as the sets they replace iterated them.
-        let mut buf: Vec<u64> = window
-            .clone()
-            .map(|e| e.output)
-            .chain(window.clone().map(|e| e.action))
-            .collect();
-        let half = buf.len() / 2;
+        // Outputs then actions in one buffer (on the stack for the usual short window), each
+        // part cut to its distinct values in ascending order, as the sets they replace
+        // iterated them.
+        let n = hist.len(STALL);
+        let mut stack = [0u64; STACK];
+        let mut heap = Vec::new();
+        let room: &mut [u64] = if 2 * n <= STACK {
+            &mut stack[..2 * n]
+        } else {
+            heap.resize(2 * n, 0);
+            &mut heap
+        };
+        let (ro, ra) = room.split_at_mut(n);
+        let mut half = 0;
+        for ((o, a), e) in ro.iter_mut().zip(ra.iter_mut()).zip(window.clone()) {
+            (*o, *a) = (e.output, e.action);
+            half += 1;
+        }
+        // `half` is `n` (the window holds `n` calls); else the actions move up to meet.
+        debug_assert_eq!(half, n);
+        room.copy_within(n..n + half, half);
+        let buf = &mut room[..2 * half];
         let (o, a) = buf.split_at_mut(half);
         let (n_out, n_act) = (distinct(o), distinct(a));
         let outs = &buf[..n_out];
@@ -145,6 +159,10 @@ impl StallState {
         }
     }
 }
+
+/// Window calls whose outputs and actions fit the stack buffer (twice the default window of 8
+/// and then some).
+const STACK: usize = 64;
 
 /// Sorts `v` and moves its distinct values to the front; returns how many there are.
 fn distinct(v: &mut [u64]) -> usize {

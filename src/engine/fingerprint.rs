@@ -11,6 +11,7 @@ use super::detectors::DetectorConfig;
 use super::text::normalize_volatile_cow;
 use crate::contract::Step;
 use rustc_hash::FxHasher;
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -172,13 +173,45 @@ fn with_key_norm<R>(k: &str, f: impl FnOnce(&str) -> R) -> R {
 }
 
 /// What a [`key_norm`] form is configured as: [`VOLATILE`] and/or [`REDACT`] bits.
-type KeyFlags = HashMap<String, u8, BuildHasherDefault<FxHasher>>;
+#[derive(Debug, Clone, Default)]
+struct KeyFlags {
+    map: HashMap<String, u8, BuildHasherDefault<FxHasher>>,
+    /// One bit per [`KeyFlags::bucket`] of a configured form. Nearly every key of a payload is
+    /// not configured, and this answers for most of them without hashing the key.
+    filter: [u64; 8],
+}
 const VOLATILE: u8 = 1;
 const REDACT: u8 = 2;
 
+impl KeyFlags {
+    /// 0..512 from the length and the first and last bytes: no loop over the key.
+    fn bucket(norm: &str) -> usize {
+        let b = norm.as_bytes();
+        let (first, last) = (b.first().copied(), b.last().copied());
+        let h = (b.len() as u32).wrapping_mul(0x9E37_79B1)
+            ^ u32::from(first.unwrap_or(0)).wrapping_mul(0x85EB_CA77)
+            ^ u32::from(last.unwrap_or(0)).wrapping_mul(0xC2B2_AE3D);
+        (h >> 23) as usize
+    }
+
+    fn add(&mut self, norm: String, flag: u8) {
+        let i = Self::bucket(&norm);
+        self.filter[i / 64] |= 1 << (i % 64);
+        *self.map.entry(norm).or_default() |= flag;
+    }
+
+    fn get(&self, norm: &str) -> u8 {
+        let i = Self::bucket(norm);
+        if self.filter[i / 64] & (1 << (i % 64)) == 0 {
+            return 0;
+        }
+        self.map.get(norm).copied().unwrap_or(0)
+    }
+}
+
 fn add_keys<'a>(set: &mut KeyFlags, keys: impl IntoIterator<Item = &'a String>, flag: u8) {
     for k in keys {
-        *set.entry(key_norm(k)).or_default() |= flag;
+        set.add(key_norm(k), flag);
     }
 }
 
@@ -241,7 +274,7 @@ pub struct Volatility<'a> {
 
 impl Volatility<'_> {
     fn flags(&self, norm: &str) -> u8 {
-        self.keys.get(norm).copied().unwrap_or(0)
+        self.keys.get(norm)
     }
 
     /// `norm` is `key_norm(k)`, `flags` its [`Volatility::flags`].
@@ -338,21 +371,193 @@ impl Volatility<'_> {
                 }
             }
             Value::Array(a) => a.iter_mut().for_each(|x| self.normalize_in_place(x)),
-            Value::String(s) if self.values => {
-                let changed = match self.http_headers(s) {
-                    Cow::Borrowed(b) => match normalize_volatile_cow(b) {
-                        Cow::Borrowed(_) => None,
-                        Cow::Owned(o) => Some(o),
-                    },
-                    Cow::Owned(h) => Some(normalize_volatile_cow(&h).into_owned()),
-                };
-                if let Some(c) = changed {
+            Value::String(s) => {
+                if let Some(c) = self.normalize_str(s) {
                     *s = c;
                 }
             }
             Value::Number(n) => *n = normalize_number(n),
             _ => {}
         }
+    }
+
+    /// The normalised form of a string value, `None` when it is unchanged.
+    fn normalize_str(&self, s: &str) -> Option<String> {
+        if !self.values {
+            return None;
+        }
+        match self.http_headers(s) {
+            Cow::Borrowed(b) if !may_hold_volatile(b) => None,
+            Cow::Borrowed(b) => match normalize_volatile_cow(b) {
+                Cow::Borrowed(_) => None,
+                Cow::Owned(o) => Some(o),
+            },
+            Cow::Owned(h) => Some(normalize_volatile_cow(&h).into_owned()),
+        }
+    }
+
+    /// [`parse_raw`] then [`Volatility::normalize_in_place`], in one pass: volatile keys are
+    /// dropped and strings normalised as they are read, so the tree is walked once and no
+    /// string is allocated twice. Same result, errors included (an unparsable payload is
+    /// normalised as a string).
+    pub fn parse_normalized(&self, raw: Option<&serde_json::value::RawValue>) -> Value {
+        let Some(r) = raw else {
+            return Value::Null;
+        };
+        let mut de = serde_json::Deserializer::from_str(r.get());
+        match Normalizing(self)
+            .deserialize(&mut de)
+            .and_then(|v| de.end().map(|()| v))
+        {
+            Ok(v) => v,
+            Err(_) => {
+                let mut v = Value::String(r.get().to_string());
+                self.normalize_in_place(&mut v);
+                v
+            }
+        }
+    }
+}
+
+/// Whether [`normalize_volatile_cow`] can change `s`: every volatile value it replaces holds
+/// an ASCII digit, except a UUID, which holds `-`. A cheaper scan than its per-byte matcher,
+/// and most strings (words, paths, queries) hold neither.
+fn may_hold_volatile(s: &str) -> bool {
+    s.bytes().any(|c| c.is_ascii_digit() || c == b'-')
+}
+
+/// serde_json's `Value` reads an object whose first key is this as the JSON text of its
+/// value (its `RawValue` round trip); [`Normalizing`] must read such payloads the same way.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// Builds the normalised `Value` while deserialising: what serde_json's `Value` visitor does,
+/// followed by what [`Volatility::normalize_in_place`] does to each node.
+struct Normalizing<'v, 'k>(&'v Volatility<'k>);
+
+impl<'de> DeserializeSeed<'de> for Normalizing<'_, '_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Normalizing<'_, '_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+
+    fn visit_i64<E>(self, i: i64) -> Result<Value, E> {
+        Ok(Value::Number(i.into()))
+    }
+
+    fn visit_u64<E>(self, u: u64) -> Result<Value, E> {
+        Ok(Value::Number(u.into()))
+    }
+
+    fn visit_f64<E>(self, f: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(f)
+            .map_or(Value::Null, |n| Value::Number(normalize_number(&n))))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(
+            self.0.normalize_str(s).unwrap_or_else(|| s.to_owned()),
+        ))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(self.0.normalize_str(&s).unwrap_or(s)))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        self.deserialize(d)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut v = Vec::new();
+        while let Some(x) = seq.next_element_seed(Normalizing(self.0))? {
+            v.push(x);
+        }
+        Ok(Value::Array(v))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let vol = self.0;
+        let mut out = serde_json::Map::new();
+        let mut first = true;
+        while let Some(k) = map.next_key_seed(KeySeed)? {
+            if std::mem::take(&mut first) && k == RAW_VALUE_TOKEN {
+                let text: String = map.next_value()?;
+                let mut v: Value = serde_json::from_str(&text).map_err(de::Error::custom)?;
+                vol.normalize_in_place(&mut v);
+                return Ok(v);
+            }
+            let (redact, volatile) = with_key_norm(&k, |norm| {
+                let flags = vol.flags(norm);
+                (
+                    flags & REDACT != 0,
+                    flags & REDACT == 0 && vol.is_volatile_key(&k, norm, flags),
+                )
+            });
+            if redact || volatile {
+                // Read as serde_json would, so a payload it rejects is rejected here too.
+                let _: Value = map.next_value()?;
+                if redact {
+                    out.insert(k.into_owned(), Value::String(REDACTED.into()));
+                }
+            } else {
+                let v = map.next_value_seed(Normalizing(vol))?;
+                out.insert(k.into_owned(), v);
+            }
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// An object key, borrowed from the payload when it has no escapes: a dropped key costs no
+/// allocation.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(s))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(s.to_owned()))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(s))
     }
 }
 
@@ -428,13 +633,39 @@ pub fn write_canonical(v: &Value, out: &mut String) {
         }
         Value::String(s) => write_string(s, out),
         Value::Number(n) => {
-            use std::fmt::Write;
-            // Writing to a String cannot fail.
-            let _ = write!(out, "{}", normalize_number(n));
+            // Integers (nearly every number) without the formatting machinery: digits as
+            // serde_json's `Display` writes them.
+            if let Some(u) = n.as_u64() {
+                write_u64(u, out);
+            } else if let Some(i) = n.as_i64() {
+                if i < 0 {
+                    out.push('-');
+                }
+                write_u64(i.unsigned_abs(), out);
+            } else {
+                use std::fmt::Write;
+                // Writing to a String cannot fail.
+                let _ = write!(out, "{}", normalize_number(n));
+            }
         }
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Null => out.push_str("null"),
     }
+}
+
+fn write_u64(mut u: u64, out: &mut String) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (u % 10) as u8;
+        u /= 10;
+        if u == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or(""));
 }
 
 /// A JSON string exactly as serde_json writes it: `"` and `\` escaped, control characters as
@@ -558,11 +789,7 @@ impl Canonical {
         let vol = keys.volatility(step.tool_name.as_deref());
         let max = cfg.fingerprint.max_field_bytes;
         let field = |raw: Option<&serde_json::value::RawValue>| {
-            parse_bounded(raw, max).unwrap_or_else(|| {
-                let mut v = parse_raw(raw);
-                vol.normalize_in_place(&mut v);
-                v
-            })
+            parse_bounded(raw, max).unwrap_or_else(|| vol.parse_normalized(raw))
         };
         let input = field(step.tool_input.as_deref());
         let output = field(step.tool_output.as_deref());
@@ -773,5 +1000,182 @@ mod tests {
             canon(r#"{"msg":"job 3f2b1c9e-1a2b-4c3d-8e9f-0123456789ab queued"}"#),
             r#"{"msg":"job <uuid> queued"}"#
         );
+    }
+
+    fn old_path(vol: &Volatility, raw: &str) -> Value {
+        let r = serde_json::value::RawValue::from_string(raw.to_string()).unwrap();
+        let mut v = parse_raw(Some(&r));
+        vol.normalize_in_place(&mut v);
+        v
+    }
+
+    fn new_path(vol: &Volatility, raw: &str) -> Value {
+        let r = serde_json::value::RawValue::from_string(raw.to_string()).unwrap();
+        vol.parse_normalized(Some(&r))
+    }
+
+    /// Configurations that exercise every branch: defaults, no suffix rule, no value
+    /// normalisation, and a tool with volatile keys of its own.
+    fn key_sets() -> Vec<KeySets> {
+        let mut cfgs = vec![DetectorConfig::default(); 3];
+        cfgs[1].fingerprint.volatile_key_suffixes = false;
+        cfgs[2].fingerprint.normalize_values = false;
+        let mut tooled = DetectorConfig::default();
+        tooled.tools.insert(
+            "t".into(),
+            crate::engine::detectors::ToolPolicy {
+                volatile_keys: vec!["cursor".into()],
+                ..Default::default()
+            },
+        );
+        cfgs.push(tooled);
+        cfgs.iter().map(KeySets::new).collect()
+    }
+
+    fn assert_same(raw: &str) {
+        for keys in key_sets() {
+            for tool in [None, Some("t")] {
+                let vol = keys.volatility(tool);
+                let (old, new) = (old_path(&vol, raw), new_path(&vol, raw));
+                assert_eq!(old, new, "{raw}");
+                assert_eq!(canonical_string(&old), canonical_string(&new), "{raw}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_pass_parse_matches_parse_then_normalize() {
+        let cases = [
+            "null",
+            "{}",
+            "[]",
+            "true",
+            r#""plain""#,
+            r#""job 3f2b1c9e-1a2b-4c3d-8e9f-0123456789ab at 2024-01-01T00:00:00Z""#,
+            r#""aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee""#,
+            r#"{"b":1.0,"a":{"y":[1e2,2.5,-0.0,1e20,-5,18446744073709551615],"x":"s"}}"#,
+            r#"{"q":"x","meta":{"requestId":"abc","sentAt":"x"},"trace_id":"9f8e7d6c5b4a39281706f5e4d3c2b1a0"}"#,
+            r#"{"token":"a","nested":[{"password":{"deep":[1,2]}}],"Cookie":null}"#,
+            r#"{"a":1,"a":"2024-01-01T00:00:00Z","request_id":1,"request_id":2}"#,
+            r#"{"request\u005fid":1,"caf\u00e9":"\u00e9\n\t\u0001","\"":"\\"}"#,
+            r#"{"out":"HTTP/1.1 200 OK\ndate: Mon\nx-request-id: 8060c5e0\nAuthorization: b\n\nbody 12:30:45 1767225600"}"#,
+            r#"{"cursor":"c1","created_at":5,"chat":"hi","format":"f","lastTimestamp":3,"At":1,"xAt":2}"#,
+            // serde_json's `Value` fails on these: both paths fall back to the raw text.
+            r#"{"a":1e400}"#,
+            r#"{"token":1e400}"#,
+            r#"{"request_id":[1e400]}"#,
+            // serde_json's `Value` reads its own RawValue token as embedded JSON.
+            r#"{"$serde_json::private::RawValue":"[1,{\"request_id\":2,\"x\":\"2024-01-01T00:00:00Z\"}]"}"#,
+            r#"{"$serde_json::private::RawValue":"not json"}"#,
+            r#"{"$serde_json::private::RawValue":5}"#,
+            r#"{"$serde_json::private::RawValue":"1","b":2}"#,
+            r#"{"b":2,"$serde_json::private::RawValue":"1"}"#,
+            r#"[{"$serde_json::private::RawValue":"{\"token\":1}"}]"#,
+        ];
+        for c in cases {
+            assert_same(c);
+        }
+        // The fallback really is taken for the unparsable ones.
+        let keys = KeySets::new(&DetectorConfig::default());
+        assert_eq!(
+            new_path(&keys.volatility(None), r#"{"a":1e400}"#),
+            Value::String(r#"{"a":1e400}"#.into())
+        );
+        assert_eq!(new_path(&keys.volatility(None), "[]"), Value::Array(vec![]));
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let key = prop::sample::select(vec![
+            "q",
+            "path",
+            "request_id",
+            "requestId",
+            "sentAt",
+            "created_at",
+            "format",
+            "token",
+            "API-Key",
+            "cursor",
+            "x",
+            "timestamp",
+            "é",
+            "a\"b",
+            "ts",
+        ]);
+        let text = prop::sample::select(vec![
+            "",
+            "plain words",
+            "src/mod1.rs",
+            "2024-01-01T00:00:00Z",
+            "id 9f8e7d6c5b4a39281706f5e4d3c2b1a0 took 0.53s",
+            "HTTP/1.1 200\ndate: x\n\nok",
+            "caf\u{e9}\n\u{1}",
+        ]);
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1.0e12f64..1.0e12).prop_map(Value::from),
+            text.prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((key.clone(), inner), 0..6).prop_map(|kv| {
+                    Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_parse_matches_on_generated_payloads(v in json_value()) {
+            assert_same(&serde_json::to_string(&v).unwrap());
+        }
+
+        #[test]
+        fn strings_without_digits_or_hyphens_hold_nothing_volatile(
+            s in "[a-fA-F xXT:.Zz/_é\\n]{0,48}"
+        ) {
+            proptest::prop_assert!(!may_hold_volatile(&s));
+            proptest::prop_assert!(matches!(normalize_volatile_cow(&s), Cow::Borrowed(_)));
+        }
+
+        #[test]
+        fn key_filter_never_hides_a_configured_key(k in "[a-z0-9]{0,20}") {
+            let keys = KeySets::new(&DetectorConfig::default());
+            proptest::prop_assert_eq!(
+                keys.keys.get(&k),
+                keys.keys.map.get(&k).copied().unwrap_or(0)
+            );
+        }
+    }
+
+    #[test]
+    fn key_filter_finds_every_configured_key() {
+        let cfg = DetectorConfig::default();
+        let keys = KeySets::new(&cfg);
+        for k in cfg.fingerprint.volatile_keys.iter() {
+            assert_ne!(keys.keys.get(&key_norm(k)) & VOLATILE, 0, "{k}");
+        }
+        for k in cfg.fingerprint.redact_keys.iter() {
+            assert_ne!(keys.keys.get(&key_norm(k)) & REDACT, 0, "{k}");
+        }
+        assert_eq!(keys.keys.get("path"), 0);
+    }
+
+    #[test]
+    fn integers_are_written_like_serde_json() {
+        for n in [0i64, 7, -7, 10, -10, 1767225600024, i64::MIN, i64::MAX] {
+            assert_eq!(canonical_string(&Value::from(n)), n.to_string());
+        }
+        assert_eq!(
+            canonical_string(&Value::from(u64::MAX)),
+            u64::MAX.to_string()
+        );
+        assert_eq!(canonical_string(&Value::from(2.5)), "2.5");
     }
 }

@@ -259,6 +259,10 @@ impl PartitionEngine {
         // An open run is never among the ended ones (a run ends by leaving the table, and an
         // ended one cannot reopen while remembered), so most events skip that probe.
         let open = self.runs.find(hash, |s| s.key.is(key)).is_some();
+        debug_assert!(
+            !open || self.ended_set.find(hash, |k| k == key).is_none(),
+            "run {key:?} is both open and ended"
+        );
         let outcome = if !open && self.ended_set.find(hash, |k| k == key).is_some() {
             Outcome::AfterEnd
         } else {

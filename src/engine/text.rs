@@ -14,6 +14,10 @@ pub fn normalize_volatile(s: &str) -> String {
 }
 
 /// [`normalize_volatile`], borrowing when nothing changed (most strings): no copy of them.
+///
+/// Every value replaced here must hold an ASCII digit or `-`: the fingerprint's one-pass parse
+/// skips strings holding neither (`fingerprint::may_hold_volatile`). A new pattern without
+/// either needs that check widened too.
 pub fn normalize_volatile_cow(s: &str) -> std::borrow::Cow<'_, str> {
     let b = s.as_bytes();
     let mut out = String::new();

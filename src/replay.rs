@@ -36,7 +36,7 @@ pub fn replay<R: BufRead>(
 ) -> Result<ReplayStats, ReplayError> {
     let partitions = partitions.max(1);
     let mut engines: Vec<PartitionEngine> = (0..partitions)
-        .map(|_| PartitionEngine::new(cfg.clone()))
+        .map(|_| PartitionEngine::new(cfg.clone()).without_changelog())
         .collect();
     let mut stats = ReplayStats::default();
     let mut out = Vec::new();

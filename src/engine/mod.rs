@@ -183,6 +183,10 @@ pub struct PartitionEngine {
     resolved_default: Option<Arc<detectors::Resolved>>,
     /// Whether runs accumulate per-minute rollups (the worker's sink wants them; replay not).
     rollups: bool,
+    /// Whether changes are listed for [`Self::take_changes`]. Off for replay, which has no
+    /// changelog: nothing would drain `dirty` and `forgotten`, and they would grow by one key
+    /// per run for as long as the input lasts.
+    changes: bool,
     /// Minutes closed since the last `take_rollups`, in the order the events closed them.
     closed: Vec<rollup::Closed>,
     names: run::Names,
@@ -213,6 +217,7 @@ impl PartitionEngine {
             resolved: FxHashMap::default(),
             resolved_default: None,
             rollups: false,
+            changes: true,
             closed: Vec::new(),
             names: run::Names::default(),
         }
@@ -222,6 +227,13 @@ impl PartitionEngine {
     /// after every event (they belong to that event's offset).
     pub fn with_rollups(mut self) -> Self {
         self.rollups = true;
+        self
+    }
+
+    /// Keep no list of changes (no changelog will ask for them): [`Self::take_changes`] then
+    /// returns nothing.
+    pub fn without_changelog(mut self) -> Self {
+        self.changes = false;
         self
     }
 
@@ -361,7 +373,7 @@ impl PartitionEngine {
         let Some(slot) = self.runs.find_mut(hash, |s| s.key.is(key)) else {
             unreachable!("run state inserted above")
         };
-        if !slot.dirty {
+        if !slot.dirty && self.changes {
             slot.dirty = true;
             self.dirty.push(slot.key.clone());
         }
@@ -540,7 +552,7 @@ impl PartitionEngine {
     /// `listed`: the run is in `dirty` already (its slot was dirty).
     fn mark_ended(&mut self, key: RunKey, listed: bool) {
         let hash = hash_key(&key);
-        if !listed {
+        if !listed && self.changes {
             self.dirty.push(PackedKey::new(&key));
         }
         if self.ended_set.find(hash, |k| *k == key).is_none() {
@@ -552,7 +564,9 @@ impl PartitionEngine {
                 if let Ok(e) = self.ended_set.find_entry(hash_key(&old), |k| *k == old) {
                     e.remove();
                 }
-                self.forgotten.push(old);
+                if self.changes {
+                    self.forgotten.push(old);
+                }
             }
         }
     }
@@ -814,5 +828,43 @@ mod tests {
             -58897971
         );
         assert_eq!(murmur2(b"abc") as i32, 479470107);
+    }
+
+    /// Replay's engine lists no changes, whatever it sees (runs opening, ending, being
+    /// forgotten), and finds exactly what the worker's engine finds.
+    #[test]
+    fn an_engine_without_changelog_lists_nothing_and_finds_the_same() {
+        let cfg = Arc::new(EngineConfig {
+            ended_runs_remembered: 3,
+            ..EngineConfig::default()
+        });
+        let mut tracked = PartitionEngine::new(cfg.clone());
+        let mut quiet = PartitionEngine::new(cfg).without_changelog();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for r in 0..10u64 {
+            for i in 0..6u64 {
+                let line = format!(
+                    r#"{{"v":1,"kind":"step","project_id":"p","run_id":"r{r}","ts":{},"step_index":{i},"step_type":"tool_call","tool_name":"search","tool_input":{{"q":"same"}},"tool_output":"[]"}}"#,
+                    1_000 + 10 * r + i
+                );
+                let ev = crate::contract::decode(line.as_bytes()).expect("valid event");
+                tracked.apply(&ev, &mut a);
+                quiet.apply(&ev, &mut b);
+            }
+            let fin = format!(
+                r#"{{"v":1,"kind":"run_finished","project_id":"p","run_id":"r{r}","ts":{},"status":"completed"}}"#,
+                1_100 + 10 * r
+            );
+            let ev = crate::contract::decode(fin.as_bytes()).expect("valid event");
+            tracked.apply(&ev, &mut a);
+            quiet.apply(&ev, &mut b);
+        }
+        assert!(a.iter().any(|o| matches!(o, OutputEvent::LoopDetected(_))));
+        assert_eq!(a, b);
+        let listed = tracked.take_changes();
+        assert!(listed.iter().any(|c| matches!(c, Change::Forget(_))));
+        assert!(listed.iter().any(|c| matches!(c, Change::Ended(_))));
+        assert!(quiet.take_changes().is_empty());
+        assert_eq!(quiet.ended_runs(), 3);
     }
 }

@@ -110,19 +110,48 @@ pub struct ToolPolicy {
 }
 
 /// Words that make a tool (or its `action`/`command` argument) a repeatable one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// The lists are private so that a word set never changes under its stamp: the per-thread
+/// tool-name memo in `view.rs` is keyed by it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClassWords {
-    pub poll: Vec<String>,
-    pub step: Vec<String>,
-    pub scroll: Vec<String>,
+    poll: Vec<String>,
+    step: Vec<String>,
+    scroll: Vec<String>,
+    /// Fresh for every word set built (a clone keeps it: same words, same answers).
+    #[serde(skip, default = "ClassWords::next_stamp")]
+    stamp: u64,
+}
+
+impl PartialEq for ClassWords {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.poll, &self.step, &self.scroll) == (&other.poll, &other.step, &other.scroll)
+    }
+}
+
+impl ClassWords {
+    pub fn new(poll: Vec<String>, step: Vec<String>, scroll: Vec<String>) -> Self {
+        Self {
+            poll,
+            step,
+            scroll,
+            stamp: Self::next_stamp(),
+        }
+    }
+
+    fn next_stamp() -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
 }
 
 impl Default for ClassWords {
     fn default() -> Self {
         let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect();
-        Self {
-            poll: v(&[
+        Self::new(
+            v(&[
                 "poll",
                 "status",
                 "wait",
@@ -139,7 +168,7 @@ impl Default for ClassWords {
                 "log",
                 "logs",
             ]),
-            step: v(&[
+            v(&[
                 "step",
                 "next",
                 "stepi",
@@ -152,7 +181,7 @@ impl Default for ClassWords {
                 "step_into",
                 "step_out",
             ]),
-            scroll: v(&[
+            v(&[
                 "scroll",
                 "scroll_down",
                 "scroll_up",
@@ -161,7 +190,7 @@ impl Default for ClassWords {
                 "pagedown",
                 "pageup",
             ]),
-        }
+        )
     }
 }
 

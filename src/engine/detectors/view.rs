@@ -105,11 +105,12 @@ fn fp64(fp: Option<[u8; 32]>) -> u64 {
 impl<'a> StepView<'a> {
     pub fn new(cfg: &'a DetectorConfig, step: &'a Step, canon: &'a Canonical) -> Self {
         let tool = step.tool_name.as_deref();
+        let name = tool.map_or(NameInfo::default(), |t| name_info(cfg, t));
         let policy = tool.and_then(|t| cfg.tools.get(t));
         let class = match (tool, policy.and_then(|p| p.class)) {
             (None, _) => ToolClass::Normal,
             (Some(_), Some(c)) => c,
-            (Some(t), None) => match infer_class(cfg, t, &canon.input) {
+            (Some(_), None) => match infer_class(cfg, name.flags, &canon.input) {
                 ToolClass::Normal
                     if step.tool_success != Some(false)
                         && reports_in_progress(&canon.output_text) =>
@@ -119,7 +120,7 @@ impl<'a> StepView<'a> {
                 c => c,
             },
         };
-        let tool_key = tool.map_or(0, |t| name_key("tool", t));
+        let tool_key = name.key;
         let action_key = fp64(canon.fps.canonical_input);
         let primary_key = match (tool, policy.and_then(|p| p.primary.as_deref())) {
             (Some(t), Some(ptr)) => match canon.input.pointer(ptr) {
@@ -215,6 +216,45 @@ fn class_flags(cfg: &DetectorConfig, cand: &str) -> u8 {
     flags
 }
 
+/// What a tool name alone decides: the class lists its words are in, and its key.
+#[derive(Default, Clone, Copy)]
+struct NameInfo {
+    flags: u8,
+    key: u64,
+}
+
+/// [`NameInfo`] of `tool`, memoised per thread: a fleet calls a few dozen tools, and splitting
+/// and matching the name again on every step was a measurable share of building a view. Keyed
+/// by the word set's stamp too, so engines with different class words never share an entry.
+fn name_info(cfg: &DetectorConfig, tool: &str) -> NameInfo {
+    use std::hash::BuildHasher;
+    type Memo = hashbrown::HashTable<(u64, Box<str>, NameInfo)>;
+    thread_local! {
+        static NAMES: std::cell::RefCell<Memo> = const { std::cell::RefCell::new(Memo::new()) };
+    }
+    let stamp = cfg.classes.stamp;
+    let hash = |s: u64, t: &str| rustc_hash::FxBuildHasher.hash_one((s, t));
+    NAMES.with_borrow_mut(|m| {
+        let h = hash(stamp, tool);
+        if let Some(e) = m.find(h, |e| e.0 == stamp && *e.1 == *tool) {
+            return e.2;
+        }
+        let mut flags = 0u8;
+        split_name(tool, |c| flags |= class_flags(cfg, c));
+        flags |= class_flags(cfg, tool);
+        let info = NameInfo {
+            flags,
+            key: name_key("tool", tool),
+        };
+        // Bounded: a stream of distinct names costs a clear now and then, not memory.
+        if m.len() >= 4096 {
+            m.clear();
+        }
+        m.insert_unique(h, (stamp, tool.into(), info), |e| hash(e.0, &e.1));
+        info
+    })
+}
+
 /// Repeatable tools are recognised by name (`get_job_status`, `sleep`) or by their action
 /// argument (`browser {"action": "scroll_down"}`, `bash {"command": "sleep 30"}`,
 /// `debugger {"cmd": "next"}`). A short argument is read word by word (so `git status` polls but
@@ -222,11 +262,11 @@ fn class_flags(cfg: &DetectorConfig, cand: &str) -> u8 {
 /// `;`, new lines): the program of every segment whatever its length (`sleep 30 && curl ...`
 /// waits), and the words of a short segment, but never what follows a pipe (in
 /// `ls migrations/ | tail -3`, `tail` is a filter, not a log tail).
-fn infer_class(cfg: &DetectorConfig, tool: &str, input: &Value) -> ToolClass {
-    let mut flags = 0u8;
+///
+/// `name_flags` are the tool name's own ([`name_info`]).
+fn infer_class(cfg: &DetectorConfig, name_flags: u8, input: &Value) -> ToolClass {
+    let mut flags = name_flags;
     let mut cand = |c: &str| flags |= class_flags(cfg, c);
-    split_name(tool, &mut cand);
-    cand(tool);
     let short_words = |s: &str, cand: &mut dyn FnMut(&str)| {
         if s.len() <= 60 {
             if s.split_whitespace().nth(6).is_none() {
@@ -786,6 +826,7 @@ fn output_kind(out: &Value) -> OutKind {
 pub(super) mod tests {
     use super::*;
     use crate::contract::RunKey;
+    use crate::engine::detectors::ClassWords;
 
     /// A tool step of run `p`/`r` (also the near-duplicate tests' builder).
     pub(in crate::engine::detectors) fn step(
@@ -1143,6 +1184,53 @@ pub(super) mod tests {
             split_name(n, |w| got.push(w.to_string()));
             assert_eq!(got, reference_split_name(n), "{n}");
         }
+    }
+
+    #[test]
+    fn memoised_name_info_follows_each_engines_class_words() {
+        let direct = |cfg: &DetectorConfig, t: &str| {
+            let mut flags = 0;
+            for w in reference_split_name(t) {
+                flags |= class_flags(cfg, w);
+            }
+            (flags | class_flags(cfg, t), name_key("tool", t))
+        };
+        let plain = DetectorConfig::default();
+        let custom = DetectorConfig {
+            classes: ClassWords::new(vec!["fetch".into()], vec![], vec!["getJob".into()]),
+            ..DetectorConfig::default()
+        };
+        // A clone answers from the same entries; a deserialised copy gets its own.
+        let cloned = custom.clone();
+        let parsed: DetectorConfig =
+            serde_json::from_value(serde_json::to_value(&custom).unwrap()).unwrap();
+        assert_eq!(parsed.classes, custom.classes);
+        let names = [
+            "fetch_data",
+            "get_job_status",
+            "getjob",
+            "scroll_down",
+            "read",
+        ];
+        // Interleaved, twice: the second pass answers from the memo.
+        for _ in 0..2 {
+            for t in names {
+                for cfg in [&plain, &custom, &cloned, &parsed] {
+                    let got = name_info(cfg, t);
+                    assert_eq!((got.flags, got.key), direct(cfg, t), "{t}");
+                }
+            }
+        }
+        assert_eq!(name_info(&plain, "fetch_data").flags, 0);
+        assert_eq!(name_info(&custom, "fetch_data").flags, POLL);
+        assert_eq!(name_info(&plain, "get_job_status").flags, POLL);
+        assert_eq!(name_info(&custom, "get_job_status").flags, 0);
+        // A full memo is cleared, not grown, and still answers the same.
+        for i in 0..5000 {
+            let t = format!("tool_{i}_status");
+            assert_eq!(name_info(&plain, &t).flags, POLL, "{t}");
+        }
+        assert_eq!(name_info(&custom, "fetch_data").flags, POLL);
     }
 
     #[test]

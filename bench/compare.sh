@@ -50,6 +50,20 @@ trace=$work/trace.jsonl
 events=$(grep -c . "$trace")
 bytes=$(wc -c <"$trace")
 echo "trace: $runs runs, $events events, $((bytes / events)) bytes/event (eddy simulate, seed 7)"
+# How repetitive the trace is: memoised work (error texts, tool names) pays off in proportion.
+"$py" - "$trace" <<'PY'
+import json, sys
+seen, tools, repeats = set(), 0, 0
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e.get("kind") != "step" or not e.get("tool_name"):
+        continue
+    tools += 1
+    k = (e["tool_name"], json.dumps(e.get("tool_input")), json.dumps(e.get("tool_output")))
+    repeats += k in seen
+    seen.add(k)
+print(f"trace: {repeats / max(tools, 1):.0%} of its {tools} tool steps repeat an earlier one byte for byte (name, input, output)")
+PY
 echo "versions: $("$venv/bin/pip" list 2>/dev/null | grep -Ei '^(loopguard-runtime|keelwave) ' | tr -s ' ' | paste -sd, -)"
 
 # stats VALUES... -> "min median max" (events/s)

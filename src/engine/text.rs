@@ -669,8 +669,9 @@ fn ascii_stem(w: &[u8]) -> &[u8] {
     w
 }
 
-/// [`key64`] of one short name (a tool or an agent), memoised per thread: a fleet has few
-/// names and they recur on every step, so a lookup replaces a SHA-256. Pure like `key64`.
+/// [`key64`] of one short name (an agent's; the step view memoises tool names with their
+/// classes), memoised per thread: a fleet has few names and they recur on every step, so a
+/// lookup replaces a SHA-256. Pure like `key64`.
 pub fn name_key(domain: &'static str, name: &str) -> u64 {
     use std::hash::BuildHasher;
     type Memo = hashbrown::HashTable<(&'static str, Box<str>, u64)>;

@@ -3,7 +3,7 @@
 use super::{DetectorConfig, ToolPolicy};
 use crate::contract::Step;
 use crate::engine::fingerprint::{canonical_string, Canonical};
-use crate::engine::text::{ascii_tokens, key64, name_key, normalize_error, Words};
+use crate::engine::text::{ascii_tokens, key64, normalize_error, Words};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -244,7 +244,8 @@ fn name_info(cfg: &DetectorConfig, tool: &str) -> NameInfo {
         flags |= class_flags(cfg, tool);
         let info = NameInfo {
             flags,
-            key: name_key("tool", tool),
+            // The name is memoised here already: `name_key` would store it a second time.
+            key: key64("tool", &[tool.as_bytes()]),
         };
         // Bounded: a stream of distinct names costs a clear now and then, not memory.
         if m.len() >= 4096 {
@@ -827,6 +828,7 @@ pub(super) mod tests {
     use super::*;
     use crate::contract::RunKey;
     use crate::engine::detectors::ClassWords;
+    use crate::engine::text::name_key;
 
     /// A tool step of run `p`/`r` (also the near-duplicate tests' builder).
     pub(in crate::engine::detectors) fn step(

@@ -96,6 +96,7 @@ fn sim(runs: usize, seed: u64) -> Vec<(i64, String, String)> {
         start_ms: 1_767_225_600_000,
         out: None,
         unfinished_rate: 0.0,
+        ..Default::default()
     })
 }
 

@@ -9,12 +9,11 @@
 //! down exactly as in a worker; criterion reports the throughput in events (elements) per second
 //! on one core, and the time per iteration divided by the event count is ns/event.
 //!
-//! Two traces:
-//! - `sim`:  the simulator's events unchanged (mean ~290 bytes per line);
-//! - `sim400`: the same events with the optional fields a real agent SDK sends on every step
-//!   (`tool_latency_ms`, `tokens_in_context`, `caller`, a trace `metadata` object), ~400 bytes.
+//! The trace is the simulator's default profile: thoughts and tool calls of every scenario, the
+//! optional per-step fields agent SDKs send (`tokens_in_context`, `tool_latency_ms`, multi-agent
+//! `agent`/`caller`), fresh payloads per step, about 400 bytes per event.
 //!
-//! For each: `apply` (events decoded beforehand), `decode` alone, and `decode+apply` (what
+//! Three measures: `apply` (events decoded beforehand), `decode` alone, and `decode+apply` (what
 //! `eddy replay` and the worker do per message).
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use eddy::contract::{decode, Event};
@@ -35,38 +34,11 @@ fn trace(runs: usize) -> Vec<String> {
         start_ms: 1_767_225_600_000,
         out: None,
         unfinished_rate: 0.0,
+        ..Default::default()
     };
     eddy::simulate::generate(&args)
         .into_iter()
         .map(|(_, _, l)| l)
-        .collect()
-}
-
-/// Add the optional per-step fields real SDKs send; deterministic, so runs stay comparable.
-fn pad(lines: &[String]) -> Vec<String> {
-    lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            if !l.contains("\"kind\":\"step\"") {
-                return l.clone();
-            }
-            let mut v: serde_json::Value = serde_json::from_str(l).expect("simulator json");
-            let o = v.as_object_mut().expect("object");
-            let h = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            o.insert("tool_latency_ms".into(), (40 + h % 900).into());
-            o.insert("tokens_in_context".into(), (2_000 + h % 60_000).into());
-            o.insert("caller".into(), "planner".into());
-            o.insert(
-                "metadata".into(),
-                serde_json::json!({
-                    "trace_id": format!("{:016x}{:016x}", h, h.rotate_left(17)),
-                    "span_id": format!("{:016x}", h.rotate_left(31)),
-                    "model": "gpt-4.1-mini",
-                }),
-            );
-            v.to_string()
-        })
         .collect()
 }
 
@@ -102,37 +74,35 @@ fn bench(c: &mut Criterion) {
         .unwrap_or(2_000);
     let cfg = Arc::new(EngineConfig::default());
     let raw = trace(runs);
-    let padded = pad(&raw);
-    for (name, lines) in [("sim", &raw), ("sim400", &padded)] {
-        let events: Vec<Event> = lines
-            .iter()
-            .map(|l| decode(l.as_bytes()).expect("valid event"))
-            .collect();
-        let bytes: usize = lines.iter().map(|l| l.len()).sum();
-        let outputs = replay_decoded(&cfg, &events);
-        eprintln!(
-            "trace {name}: {runs} runs, {} events, {:.0} bytes/event, {outputs} output events",
-            events.len(),
-            bytes as f64 / events.len() as f64
-        );
-        let mut g = c.benchmark_group(format!("engine/{name}"));
-        g.throughput(Throughput::Elements(events.len() as u64));
-        g.sample_size(20);
-        g.bench_function(BenchmarkId::from_parameter("apply"), |b| {
-            b.iter(|| black_box(replay_decoded(&cfg, black_box(&events))))
-        });
-        g.bench_function(BenchmarkId::from_parameter("decode"), |b| {
-            b.iter(|| {
-                for l in lines.iter() {
-                    black_box(decode(black_box(l.as_bytes())).expect("valid"));
-                }
-            })
-        });
-        g.bench_function(BenchmarkId::from_parameter("decode+apply"), |b| {
-            b.iter(|| black_box(replay_raw(&cfg, black_box(lines))))
-        });
-        g.finish();
-    }
+    let (name, lines) = ("sim", &raw);
+    let events: Vec<Event> = lines
+        .iter()
+        .map(|l| decode(l.as_bytes()).expect("valid event"))
+        .collect();
+    let bytes: usize = lines.iter().map(|l| l.len()).sum();
+    let outputs = replay_decoded(&cfg, &events);
+    eprintln!(
+        "trace {name}: {runs} runs, {} events, {:.0} bytes/event, {outputs} output events",
+        events.len(),
+        bytes as f64 / events.len() as f64
+    );
+    let mut g = c.benchmark_group(format!("engine/{name}"));
+    g.throughput(Throughput::Elements(events.len() as u64));
+    g.sample_size(20);
+    g.bench_function(BenchmarkId::from_parameter("apply"), |b| {
+        b.iter(|| black_box(replay_decoded(&cfg, black_box(&events))))
+    });
+    g.bench_function(BenchmarkId::from_parameter("decode"), |b| {
+        b.iter(|| {
+            for l in lines.iter() {
+                black_box(decode(black_box(l.as_bytes())).expect("valid"));
+            }
+        })
+    });
+    g.bench_function(BenchmarkId::from_parameter("decode+apply"), |b| {
+        b.iter(|| black_box(replay_raw(&cfg, black_box(lines))))
+    });
+    g.finish();
 }
 
 criterion_group!(benches, bench);

@@ -40,6 +40,7 @@ fn main() {
         start_ms: 1_767_225_600_000,
         out: None,
         unfinished_rate: 1.0,
+        ..Default::default()
     };
     let mut engine = PartitionEngine::new(Arc::new(EngineConfig {
         idle_timeout_ms: 0,

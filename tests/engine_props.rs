@@ -314,6 +314,7 @@ fn eviction_takes_the_least_recently_active_run() {
         start_ms: 1_767_225_600_000,
         out: None,
         unfinished_rate: 0.2,
+        ..Default::default()
     };
     let events: Vec<Event> = eddy::simulate::generate(&args)
         .into_iter()
@@ -377,6 +378,7 @@ fn idle_timeout_ends_exactly_the_runs_behind_the_watermark_in_order() {
         start_ms: 1_767_225_600_000,
         out: None,
         unfinished_rate: 0.3,
+        ..Default::default()
     };
     let events: Vec<Event> = eddy::simulate::generate(&args)
         .into_iter()

@@ -40,6 +40,7 @@ fn fixture() -> (Batch, Vec<String>) {
         start_ms: T0,
         out: None,
         unfinished_rate: 0.0,
+        ..Default::default()
     };
     let cfg = Arc::new(eddy::config::Config::default().engine);
     let mut engines: Vec<PartitionEngine> = (0..PARTITIONS)

@@ -39,6 +39,7 @@ async fn query_pack_answers_match_the_events() {
         start_ms: T0,
         out: None,
         unfinished_rate: 0.0,
+        ..Default::default()
     };
     let lines: Vec<(String, String)> = eddy::simulate::generate(&sim)
         .into_iter()

@@ -1156,6 +1156,7 @@ mod tests {
             start_ms: 1_767_225_600_000,
             out: None,
             unfinished_rate: 0.1,
+            ..Default::default()
         };
         let lines = crate::simulate::generate(&args);
         assert!(lines.len() > 1000);

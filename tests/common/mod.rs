@@ -337,6 +337,7 @@ impl Fleet {
             start_ms: 1_767_225_600_000,
             out: None,
             unfinished_rate: 0.0,
+            ..Default::default()
         };
         let lines: Vec<(String, String)> = eddy::simulate::generate(&sim)
             .into_iter()

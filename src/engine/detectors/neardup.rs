@@ -409,7 +409,7 @@ fn call_sig(v: &StepView<'_>, sig: &mut [u32; MINHASH_K]) -> (usize, bool, usize
             }
             (hashes.len(), false, 2 * hashes.len())
         } else {
-            minhash_into(sig, hashes.iter().copied());
+            minhash_into(sig, hashes);
             (hashes.len(), true, MINHASH_K)
         };
         if s.text.capacity() > SCRATCH_KEEP {
@@ -615,7 +615,7 @@ mod tests {
             let (_, s) = encode(Sig::Features { f: h.clone() });
             (h.len(), false, s)
         } else {
-            (h.len(), true, minhash_of(h.iter().copied()))
+            (h.len(), true, minhash_of(h))
         }
     }
 

@@ -7,9 +7,9 @@
 //! contents, search results, ids), so the trace carries the byte sizes and the variety of real
 //! traffic rather than a few templates repeated.
 //!
-//! Looping runs carry their ground truth in `metadata` of `run_started`
-//! (`{"sim_kind": ..., "sim_loop_from": N}`) so demos and tests can score what was caught without a
-//! side file; `--labels` also writes it in `eddy eval`'s `labels.jsonl` format.
+//! Every run carries its ground truth in `metadata` of `run_started`
+//! (`{"sim_kind": ..., "sim_loop_from": N or null}`) so demos and tests can score what was caught
+//! without a side file; `--labels` also writes it in `eddy eval`'s `labels.jsonl` format.
 use crate::config::Config;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
@@ -42,8 +42,8 @@ pub struct SimulateArgs {
     /// Number of runs.
     #[arg(long, default_value_t = 200)]
     pub runs: usize,
-    /// Fraction of runs that loop.
-    #[arg(long, default_value_t = 0.3)]
+    /// Fraction of runs that loop (0 to 1).
+    #[arg(long, default_value_t = 0.3, value_parser = parse_rate)]
     pub loop_rate: f64,
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
@@ -57,7 +57,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Leave this fraction of runs unfinished (no run_finished), to exercise idle timeouts.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
     pub unfinished_rate: f64,
     /// Relative weights of scenarios, as kind=weight (comma-separated or repeated); kinds not
     /// named keep their default weight, 0 turns one off. The loop rate first decides healthy
@@ -87,6 +87,15 @@ impl Default for SimulateArgs {
     }
 }
 
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("expected a fraction from 0 to 1, got {s:?}")),
+    }
+}
+
+const MAX_WEIGHT: f64 = 1e6;
+
 fn parse_mix(s: &str) -> Result<(Kind, f64), String> {
     let (k, w) = s
         .split_once('=')
@@ -103,8 +112,11 @@ fn parse_mix(s: &str) -> Result<(Kind, f64), String> {
         .trim()
         .parse()
         .map_err(|_| format!("weight of {k} must be a number, got {w:?}"))?;
-    if !w.is_finite() || w < 0.0 {
-        return Err(format!("weight of {k} must be ≥ 0, got {w}"));
+    // Capped so that any sum of weights stays finite.
+    if !(0.0..=MAX_WEIGHT).contains(&w) {
+        return Err(format!(
+            "weight of {k} must be from 0 to {MAX_WEIGHT}, got {w}"
+        ));
     }
     Ok((kind, w))
 }
@@ -239,6 +251,15 @@ fn weights(args: &SimulateArgs, looping: bool) -> Vec<(Kind, f64)> {
         .collect()
 }
 
+/// A rate as a probability: clamped, and 0 when not a number (the command line refuses both).
+fn fraction(r: f64) -> f64 {
+    if r.is_nan() {
+        0.0
+    } else {
+        r.clamp(0.0, 1.0)
+    }
+}
+
 fn pick(rng: &mut StdRng, ws: &[(Kind, f64)]) -> Kind {
     let total: f64 = ws.iter().map(|(_, w)| w).sum();
     let mut x = rng.random_range(0.0..total);
@@ -254,6 +275,11 @@ fn pick(rng: &mut StdRng, ws: &[(Kind, f64)]) -> Kind {
 /// The fleet and its ground truth. A class the mix turned off entirely is replaced by the other
 /// one (`run` refuses such a mix up front with a clear error).
 pub fn generate_fleet(args: &SimulateArgs) -> Fleet {
+    generate_fleet_with(args, || {})
+}
+
+/// [`generate_fleet`], calling `on_run` after each run is generated (for progress).
+pub fn generate_fleet_with(args: &SimulateArgs, mut on_run: impl FnMut()) -> Fleet {
     let mut rng = StdRng::seed_from_u64(args.seed);
     let healthy = weights(args, false);
     let looping = weights(args, true);
@@ -262,12 +288,12 @@ pub fn generate_fleet(args: &SimulateArgs) -> Fleet {
         return fleet;
     }
     for i in 0..args.runs {
-        let mut loops = rng.random_bool(args.loop_rate.clamp(0.0, 1.0));
+        let mut loops = rng.random_bool(fraction(args.loop_rate));
         if looping.is_empty() || healthy.is_empty() {
             loops = !looping.is_empty();
         }
         let kind = pick(&mut rng, if loops { &looping } else { &healthy });
-        let finished = !rng.random_bool(args.unfinished_rate.clamp(0.0, 1.0));
+        let finished = !rng.random_bool(fraction(args.unfinished_rate));
         let project = format!("proj-{}", i % args.projects.max(1));
         let run_id = format!("run-{:016x}", rng.random::<u64>());
         let agent = if kind.multi_agent() {
@@ -276,7 +302,7 @@ pub fn generate_fleet(args: &SimulateArgs) -> Fleet {
             AGENTS[rng.random_range(0..AGENTS.len())]
         };
         // Spread run starts over the first ten minutes of event time.
-        let start = args.start_ms + rng.random_range(0..600_000);
+        let start = args.start_ms.saturating_add(rng.random_range(0..600_000));
         let mut g = RunGen {
             rng: &mut rng,
             project: &project,
@@ -295,6 +321,7 @@ pub fn generate_fleet(args: &SimulateArgs) -> Fleet {
             loop_from,
             finished,
         });
+        on_run();
     }
     fleet.events.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     fleet
@@ -372,7 +399,7 @@ impl RunGen<'_> {
     }
 
     fn advance(&mut self, lo: i64, hi: i64) {
-        self.ts += self.rng.random_range(lo..hi);
+        self.ts = self.ts.saturating_add(self.rng.random_range(lo..hi));
     }
 
     fn start_line(&self, ts: i64, task: &str, kind: Kind, loop_from: Option<u64>) -> String {
@@ -688,8 +715,8 @@ impl RunGen<'_> {
     }
 
     /// A crew passing work along `caller`→`agent` edges. Healthy (`looping == false`): the draft
-    /// and the review move on every round and the reviewer finally approves. Looping: from some
-    /// round on, the writer and reviewer hand over the very same draft and review every round.
+    /// and the review move on every round and the reviewer finally approves. Looping: the writer
+    /// and reviewer hand over the very same draft and review every round.
     fn crew(&mut self, looping: bool) -> Option<u64> {
         let [planner, researcher, writer, reviewer] = [CREW[0], CREW[1], CREW[2], CREW[3]];
         let plan = self.sentence(16);
@@ -744,6 +771,7 @@ impl RunGen<'_> {
             Kind::ExactLoop => {
                 let q = self.words(4);
                 let out = json!({"results": [], "total": 0});
+                let mut first_call = None;
                 for _ in 0..body {
                     if self.rng.random_bool(0.3) {
                         let n = self.rng.random_range(8..20);
@@ -751,7 +779,10 @@ impl RunGen<'_> {
                         self.think(t);
                     }
                     self.tool("web_search", json!({"q": q, "limit": 5}), out.clone(), true);
+                    first_call.get_or_insert(self.step);
                 }
+                // The loop is the repeated call; a thought before the first one is not part of it.
+                return first_call.unwrap_or(from);
             }
             Kind::VolatileLoop => {
                 let (a, t) = (self.word(), self.word());
@@ -824,7 +855,7 @@ impl RunGen<'_> {
             Kind::ThinkLoop => {
                 let thought = self.sentence(14);
                 for k in 0..body {
-                    // The same thought, now and then with a trailing word, as a model's
+                    // The same thought, every third time with a trailing word, as a model's
                     // repeated monologue has.
                     let t = match k % 3 {
                         1 => format!("{thought} Again."),
@@ -846,15 +877,56 @@ fn labels_line(t: &RunTruth) -> String {
     .to_string()
 }
 
-fn progress(total: usize, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(total as u64);
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "simulate: {what} [{{bar:30}}] {{pos}}/{{len}} events {{per_sec}} eta {{eta}}"
-        ))
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar
+/// A progress bar on a terminal; elsewhere (CI logs, pipes) a line per tenth of the work, for
+/// work big enough to take a while.
+struct Progress {
+    bar: ProgressBar,
+    hidden: bool,
+    what: &'static str,
+    unit: &'static str,
+    every: usize,
+    done: usize,
+}
+
+impl Progress {
+    fn new(total: usize, what: &'static str, unit: &'static str, big: usize) -> Self {
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(
+            ProgressStyle::with_template(&format!(
+                "simulate: {what} [{{bar:30}}] {{pos}}/{{len}} {unit} {{per_sec}} eta {{eta}}"
+            ))
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        // Asked once: the bar answers under a lock.
+        let hidden = bar.is_hidden();
+        Progress {
+            bar,
+            hidden,
+            what,
+            unit,
+            every: (total / 10).max(big),
+            done: 0,
+        }
+    }
+
+    fn tick(&mut self) {
+        self.done += 1;
+        if self.hidden {
+            if self.done % self.every == 0 {
+                let total = self.bar.length().unwrap_or(0);
+                eprintln!(
+                    "simulate: {} {}/{total} {}",
+                    self.what, self.done, self.unit
+                );
+            }
+        } else {
+            self.bar.inc(1);
+        }
+    }
+
+    fn finish(self) {
+        self.bar.finish_and_clear();
+    }
 }
 
 pub async fn run(args: SimulateArgs, cfg: &Config) -> Result<(), SimulateError> {
@@ -864,20 +936,16 @@ pub async fn run(args: SimulateArgs, cfg: &Config) -> Result<(), SimulateError> 
     if args.loop_rate < 1.0 && weights(&args, false).is_empty() {
         return Err(SimulateError::EmptyMix("healthy"));
     }
-    let fleet = generate_fleet(&args);
+    // Generating is most of the time when writing to a file (about 10 s per 100k runs).
+    let mut gen = Progress::new(args.runs, "generating", "runs", 10_000);
+    let fleet = generate_fleet_with(&args, || gen.tick());
+    gen.finish();
     let total = fleet.events.len();
     let write_err = |p: &std::path::Path| {
         let p = p.display().to_string();
         move |source| SimulateError::Write {
             path: p.clone(),
             source,
-        }
-    };
-    // Where no terminal shows the bar (CI logs, pipes), a line per tenth of the work instead.
-    let tick = |bar: &ProgressBar, i: usize| {
-        bar.inc(1);
-        if bar.is_hidden() && (i + 1) % (total / 10).max(1) == 0 {
-            eprintln!("simulate: {}/{} events", i + 1, total);
         }
     };
     let destination = match &args.out {
@@ -890,29 +958,29 @@ pub async fn run(args: SimulateArgs, cfg: &Config) -> Result<(), SimulateError> 
                     std::fs::File::create(path).map_err(&werr)?,
                 ))
             };
-            let bar = progress(total, "writing");
-            for (i, (_, _, line)) in fleet.events.iter().enumerate() {
+            let mut bar = Progress::new(total, "writing", "events", 1_000_000);
+            for (_, _, line) in &fleet.events {
                 w.write_all(line.as_bytes()).map_err(&werr)?;
                 w.write_all(b"\n").map_err(&werr)?;
-                tick(&bar, i);
+                bar.tick();
             }
             w.flush().map_err(&werr)?;
-            bar.finish_and_clear();
+            bar.finish();
             path.display().to_string()
         }
         None => {
             crate::source::ensure_topics(cfg).await?;
             let mut emitter = crate::emit::Emitter::plain(cfg)?;
-            let bar = progress(total, "producing");
+            let mut bar = Progress::new(total, "producing", "events", 100_000);
             for (i, (_, run_id, line)) in fleet.events.iter().enumerate() {
                 emitter.send_raw(&cfg.input_topic, run_id.as_bytes(), line.as_bytes())?;
                 if (i + 1) % 20_000 == 0 {
                     emitter.flush().await?;
                 }
-                tick(&bar, i);
+                bar.tick();
             }
             emitter.flush().await?;
-            bar.finish_and_clear();
+            bar.finish();
             format!("topic {}", cfg.input_topic)
         }
     };
@@ -969,11 +1037,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_seed_decides_the_fleet() {
+        let args = |seed| SimulateArgs {
+            runs: 50,
+            seed,
+            ..SimulateArgs::default()
+        };
+        assert_eq!(generate(&args(3)), generate(&args(3)));
+        assert_ne!(generate(&args(3)), generate(&args(4)));
+    }
+
+    #[test]
+    fn rates_are_fractions() {
+        assert_eq!(parse_rate("0.25"), Ok(0.25));
+        for bad in ["2", "-0.1", "NaN", "x"] {
+            assert!(parse_rate(bad).unwrap_err().contains("0 to 1"), "{bad}");
+        }
+    }
+
+    #[test]
     fn mix_parses_and_rejects_with_a_reason() {
         assert_eq!(parse_mix("ping_pong=2.5"), Ok((Kind::PingPong, 2.5)));
         assert!(parse_mix("pingpong=1").unwrap_err().contains("kinds:"));
         assert!(parse_mix("ping_pong").unwrap_err().contains("kind=weight"));
-        assert!(parse_mix("ping_pong=-1").unwrap_err().contains("≥ 0"));
+        assert!(parse_mix("ping_pong=-1").unwrap_err().contains("from 0"));
+        assert!(parse_mix("ping_pong=1e308").unwrap_err().contains("from 0"));
     }
 
     #[test]

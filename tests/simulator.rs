@@ -49,6 +49,15 @@ fn every_injected_loop_is_caught_and_no_healthy_run_alerted() {
     for (kind, (n, caught)) in &report.kinds {
         assert_eq!(caught, n, "{kind}: {caught} of {n} caught\n{text}");
     }
+    // Caught by any detector is not enough: a regression in one could hide behind another
+    // (no_progress corroborates most loops). Each loop's own detector must fire on it.
+    for row in &report.detectors {
+        assert_eq!(
+            row.own_caught, row.own_kind,
+            "{}: caught {} of its own {} loops\n{text}",
+            row.detector, row.own_caught, row.own_kind
+        );
+    }
     assert_eq!(report.pooled.precision(), 1.0, "{text}");
 }
 

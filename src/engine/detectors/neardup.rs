@@ -6,9 +6,7 @@
 use super::history::{self, History, NEARDUP};
 use super::{hex64, FailClass, Finding, Latch, Levels, OutKind, StepView};
 use crate::engine::fingerprint::map_in_key_order;
-use crate::engine::text::{
-    message_feature_hashes, minhash_into, minhash_of, similarity, Words, MINHASH_K,
-};
+use crate::engine::text::{message_feature_hashes, minhash_into, similarity, Words, MINHASH_K};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -171,7 +169,16 @@ impl Call<'_> {
         if self.full {
             Cow::Borrowed(self.sig)
         } else {
-            Cow::Owned(minhash_of(self.features()))
+            // At most MAX_FEATURES features: gathered on the stack, not in a Vec.
+            let mut hashes = [0u64; MAX_FEATURES];
+            let mut n = 0;
+            for (slot, h) in hashes.iter_mut().zip(self.features()) {
+                *slot = h;
+                n += 1;
+            }
+            let mut sig = [0; MINHASH_K];
+            minhash_into(&mut sig, &hashes[..n]);
+            Cow::Owned(sig.to_vec())
         }
     }
 
@@ -598,7 +605,7 @@ mod tests {
     use crate::contract::Step;
     use crate::engine::detectors::DetectorConfig;
     use crate::engine::fingerprint::Canonical;
-    use crate::engine::text::{feature_hashes, normalize_message};
+    use crate::engine::text::{feature_hashes, minhash_of, normalize_message};
 
     fn step(tool: &str, input: &str) -> Step {
         let mut s = crate::engine::detectors::view::tests::step(tool, input, "null", Some(true));

@@ -26,14 +26,9 @@ use std::sync::Arc;
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn trace(runs: usize) -> Vec<String> {
+    // The default profile, as `eddy simulate --runs N` writes it.
     let args = eddy::simulate::SimulateArgs {
         runs,
-        loop_rate: 0.3,
-        seed: 7,
-        projects: 3,
-        start_ms: 1_767_225_600_000,
-        out: None,
-        unfinished_rate: 0.0,
         ..Default::default()
     };
     eddy::simulate::generate(&args)

@@ -420,7 +420,12 @@ impl RunGen<'_> {
         body.insert("tokens_in_context".into(), (2_000 + self.context).into());
     }
 
-    fn header(&mut self, step_type: &str) -> serde_json::Map<String, Value> {
+    /// The fields every step has, and in multi-agent runs who acts and who handed over to it.
+    fn header(
+        &mut self,
+        step_type: &str,
+        agent: Option<(&str, Option<&str>)>,
+    ) -> serde_json::Map<String, Value> {
         self.step += 1;
         let mut m = serde_json::Map::new();
         m.insert("v".into(), 1.into());
@@ -430,20 +435,20 @@ impl RunGen<'_> {
         m.insert("ts".into(), self.ts.into());
         m.insert("step_index".into(), self.step.into());
         m.insert("step_type".into(), step_type.into());
-        m
-    }
-
-    fn think_as(&mut self, text: String, agent: Option<(&str, Option<&str>)>) {
-        self.advance(400, 4_000);
-        let mut m = self.header("think");
-        let len = text.len();
-        m.insert("content".into(), text.into());
         if let Some((a, caller)) = agent {
             m.insert("agent".into(), a.into());
             if let Some(c) = caller {
                 m.insert("caller".into(), c.into());
             }
         }
+        m
+    }
+
+    fn think_as(&mut self, text: String, agent: Option<(&str, Option<&str>)>) {
+        self.advance(400, 4_000);
+        let mut m = self.header("think", agent);
+        let len = text.len();
+        m.insert("content".into(), text.into());
         self.costs(&mut m, len);
         self.push(Value::Object(m));
     }
@@ -461,7 +466,7 @@ impl RunGen<'_> {
         agent: Option<(&str, Option<&str>)>,
     ) {
         self.advance(200, 3_000);
-        let mut m = self.header("tool_call");
+        let mut m = self.header("tool_call", agent);
         let added = input.to_string().len() + output.to_string().len();
         m.insert("tool_name".into(), tool.into());
         m.insert("tool_input".into(), input);
@@ -469,12 +474,6 @@ impl RunGen<'_> {
         m.insert("tool_success".into(), ok.into());
         let latency = self.rng.random_range(15..2_500u64);
         m.insert("tool_latency_ms".into(), latency.into());
-        if let Some((a, caller)) = agent {
-            m.insert("agent".into(), a.into());
-            if let Some(c) = caller {
-                m.insert("caller".into(), c.into());
-            }
-        }
         self.costs(&mut m, added);
         self.push(Value::Object(m));
     }
@@ -1035,6 +1034,22 @@ pub fn summary(fleet: &Fleet, args: &SimulateArgs, destination: &str) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The defaults are written twice (for the command line and for code): they must agree.
+    #[test]
+    fn code_defaults_are_the_command_lines() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: SimulateArgs,
+        }
+        let parsed = Cli::parse_from(["simulate"]).args;
+        assert_eq!(
+            format!("{parsed:?}"),
+            format!("{:?}", SimulateArgs::default())
+        );
+    }
 
     #[test]
     fn the_seed_decides_the_fleet() {

@@ -435,14 +435,14 @@ pub const MINHASH_K: usize = 32;
 /// MinHash signature of a feature set. Empty sets get an all-`u32::MAX` signature, which
 /// compares equal only to another empty set.
 pub fn minhash<'a>(features: impl IntoIterator<Item = &'a str>) -> Vec<u32> {
-    minhash_of(features.into_iter().map(|f| fnv64(f.as_bytes())))
+    let hashes: Vec<u64> = features.into_iter().map(|f| fnv64(f.as_bytes())).collect();
+    minhash_of(&hashes)
 }
 
 /// [`minhash`] of features given by their [`fnv64`].
-pub fn minhash_of(hashes: impl IntoIterator<Item = u64>) -> Vec<u32> {
-    let hashes: Vec<u64> = hashes.into_iter().collect();
+pub fn minhash_of(hashes: &[u64]) -> Vec<u32> {
     let mut sig = [0; MINHASH_K];
-    minhash_into(&mut sig, &hashes);
+    minhash_into(&mut sig, hashes);
     sig.to_vec()
 }
 
@@ -565,13 +565,11 @@ fn features(w: &Words) -> Vec<(&str, &str)> {
 /// building the feature strings.
 pub fn feature_sig(text: &str) -> (usize, Vec<u32>) {
     let h = feature_hashes(text);
-    let mut sig = [0; MINHASH_K];
-    minhash_into(&mut sig, &h);
-    (h.len(), sig.to_vec())
+    (h.len(), minhash_of(&h))
 }
 
 /// The [`fnv64`] of each distinct [`text_features`] of `text`, ordered by hash: what its
-/// [`minhash`] is computed from (`minhash_of(feature_hashes(t)) == feature_sig(t).1`). Equal
+/// [`minhash`] is computed from (`minhash_of(&feature_hashes(t)) == feature_sig(t).1`). Equal
 /// lists give equal signatures.
 pub fn feature_hashes(text: &str) -> Vec<u64> {
     if text.is_ascii() {

@@ -353,7 +353,7 @@ mod tests {
         for call in window.iter_mut() {
             if let Some(f) = call["sig"].get("f").and_then(|f| f.as_array()).cloned() {
                 let hashes: Vec<u64> = f.iter().filter_map(|h| h.as_u64()).collect();
-                call["sig"] = serde_json::json!(crate::engine::text::minhash_of(hashes));
+                call["sig"] = serde_json::json!(crate::engine::text::minhash_of(&hashes));
             }
         }
         assert!(window

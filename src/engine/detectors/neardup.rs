@@ -6,7 +6,9 @@
 use super::history::{self, History, NEARDUP};
 use super::{hex64, FailClass, Finding, Latch, Levels, OutKind, StepView};
 use crate::engine::fingerprint::map_in_key_order;
-use crate::engine::text::{message_feature_hashes, minhash_into, similarity, Words, MINHASH_K};
+use crate::engine::text::{
+    message_feature_hashes, minhash_into, minhash_of, similarity, Words, MINHASH_K,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -176,9 +178,7 @@ impl Call<'_> {
                 *slot = h;
                 n += 1;
             }
-            let mut sig = [0; MINHASH_K];
-            minhash_into(&mut sig, &hashes[..n]);
-            Cow::Owned(sig.to_vec())
+            Cow::Owned(minhash_of(&hashes[..n]))
         }
     }
 
@@ -605,7 +605,7 @@ mod tests {
     use crate::contract::Step;
     use crate::engine::detectors::DetectorConfig;
     use crate::engine::fingerprint::Canonical;
-    use crate::engine::text::{feature_hashes, minhash_of, normalize_message};
+    use crate::engine::text::{feature_hashes, normalize_message};
 
     fn step(tool: &str, input: &str) -> Step {
         let mut s = crate::engine::detectors::view::tests::step(tool, input, "null", Some(true));
@@ -622,7 +622,7 @@ mod tests {
             let (_, s) = encode(Sig::Features { f: h.clone() });
             (h.len(), false, s)
         } else {
-            (h.len(), true, minhash_of(h))
+            (h.len(), true, minhash_of(&h))
         }
     }
 

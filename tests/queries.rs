@@ -217,8 +217,13 @@ async fn query_pack_answers_match_the_events() {
     }
     let mut checked_nonempty = 0;
     let mut checked_empty = 0;
-    for (run, fps) in by_run.iter().take(40) {
-        let mut want: Vec<LoopRow> = fps
+    let mut checked_ties = 0;
+    // Every run, in a fixed order: a sample drawn from a HashMap's order made a wrong tie rule
+    // pass or fail by chance.
+    let mut runs: Vec<_> = by_run.iter().collect();
+    runs.sort_by(|a, b| a.0.cmp(b.0));
+    for (run, fps) in runs {
+        let mut want: Vec<(u64, LoopRow)> = fps
             .iter()
             .filter(|(_, (ix, _))| ix.len() >= 2)
             .map(|(fp, (ix, tool))| {
@@ -230,14 +235,20 @@ async fn query_pack_answers_match_the_events() {
                     ix.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
                 );
                 (
-                    base64::engine::general_purpose::STANDARD.encode(fp),
-                    ix.len(),
-                    list,
-                    tool.clone(),
+                    ix[0],
+                    (
+                        base64::engine::general_purpose::STANDARD.encode(fp),
+                        ix.len(),
+                        list,
+                        tool.clone(),
+                    ),
                 )
             })
             .collect();
-        want.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)));
+        // Ties on hits go by first step, numerically: a step has one fingerprint, so the order is
+        // total and comparing the rendered lists as strings would put "[13,16]" before "[5,10]".
+        want.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(&b.0)));
+        let want: Vec<LoopRow> = want.into_iter().map(|(_, row)| row).collect();
         let got = eddy::query::run(
             &client,
             "run_loops",
@@ -258,6 +269,9 @@ async fn query_pack_answers_match_the_events() {
             })
             .collect();
         assert_eq!(got, want, "run_loops for {run}");
+        if want.windows(2).any(|w| w[0].1 == w[1].1) {
+            checked_ties += 1;
+        }
         if want.is_empty() {
             checked_empty += 1;
         } else {
@@ -265,8 +279,9 @@ async fn query_pack_answers_match_the_events() {
         }
     }
     assert!(
-        checked_nonempty > 0 && checked_empty > 0,
-        "both shapes of answer were checked"
+        checked_nonempty > 0 && checked_empty > 0 && checked_ties > 0,
+        "every shape of answer was checked: {checked_nonempty} with loops \
+         ({checked_ties} with tied hits), {checked_empty} without"
     );
 }
 

@@ -432,18 +432,58 @@ fn mix(mut z: u64) -> u64 {
 
 pub const MINHASH_K: usize = 32;
 
-/// MinHash signature of a feature set. Empty sets get an all-`u32::MAX` signature, which
-/// compares equal only to another empty set.
-pub fn minhash<'a>(features: impl IntoIterator<Item = &'a str>) -> Vec<u32> {
+/// A stored MinHash signature: b-bit MinHash with b = 16, the low 16 bits of each slot's
+/// 32-bit minimum. Signatures are most of an open run's state (a window of thoughts and one of
+/// argument sets), and half the bits cost no accuracy that matters: two different minima agree
+/// in their low 16 bits with probability 2⁻¹⁶, so [`similarity`] overestimates by at most
+/// 1.5 · 10⁻⁵ against thresholds set in tenths. Fixed-size, so it lives inline, not behind a
+/// pointer.
+pub type Signature = [u16; MINHASH_K];
+
+/// MinHash signature of a feature set. Empty sets get an all-`u16::MAX` signature, which
+/// compares equal to another empty set (and to a non-empty one only with probability 2⁻⁵¹²).
+pub fn minhash<'a>(features: impl IntoIterator<Item = &'a str>) -> Signature {
     let hashes: Vec<u64> = features.into_iter().map(|f| fnv64(f.as_bytes())).collect();
     minhash_of(&hashes)
 }
 
 /// [`minhash`] of features given by their [`fnv64`].
-pub fn minhash_of(hashes: &[u64]) -> Vec<u32> {
+pub fn minhash_of(hashes: &[u64]) -> Signature {
     let mut sig = [0; MINHASH_K];
     minhash_into(&mut sig, hashes);
-    sig.to_vec()
+    truncate(&sig)
+}
+
+/// The stored form of a full 32-bit signature (minimum first, then its low bits: b-bit
+/// MinHash keeps the low bits of the minimum, not the minimum of the low bits).
+pub fn truncate(full: &[u32; MINHASH_K]) -> Signature {
+    full.map(|x| x as u16)
+}
+
+/// Reads a signature written with 32-bit slots (records from before [`Signature`]) or with
+/// 16-bit ones. Any length is accepted, as earlier versions did: surplus slots are dropped
+/// and missing ones read as an empty set's, so a malformed record restores instead of failing.
+pub fn signature_from(values: impl IntoIterator<Item = u64>) -> Signature {
+    let mut sig = [u16::MAX; MINHASH_K];
+    for (slot, v) in sig.iter_mut().zip(values) {
+        *slot = v as u16;
+    }
+    sig
+}
+
+/// Serde for a [`Signature`] field of a record: written as a list of numbers, read from either
+/// slot width (see [`signature_from`]).
+pub mod signature_serde {
+    use super::{signature_from, Signature};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(sig: &Signature, s: S) -> Result<S::Ok, S::Error> {
+        sig.as_slice().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Signature, D::Error> {
+        Ok(signature_from(Vec::<u64>::deserialize(d)?))
+    }
 }
 
 /// [`minhash_of`] into `sig`, without allocating.
@@ -466,12 +506,9 @@ pub fn minhash_into(sig: &mut [u32; MINHASH_K], hashes: &[u64]) {
 }
 
 /// Estimated Jaccard similarity of two MinHash signatures.
-pub fn similarity(a: &[u32], b: &[u32]) -> f64 {
-    if a.is_empty() || a.len() != b.len() {
-        return 0.0;
-    }
+pub fn similarity(a: &Signature, b: &Signature) -> f64 {
     let same = a.iter().zip(b).filter(|(x, y)| x == y).count();
-    same as f64 / a.len() as f64
+    same as f64 / MINHASH_K as f64
 }
 
 fn is_stopword(w: &str) -> bool {
@@ -563,7 +600,7 @@ fn features(w: &Words) -> Vec<(&str, &str)> {
 
 /// The number of distinct [`text_features`] of `text` and their [`minhash`] signature, without
 /// building the feature strings.
-pub fn feature_sig(text: &str) -> (usize, Vec<u32>) {
+pub fn feature_sig(text: &str) -> (usize, Signature) {
     let h = feature_hashes(text);
     (h.len(), minhash_of(&h))
 }
@@ -1134,6 +1171,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn signatures_read_from_either_slot_width() {
+        let mut full = [0u32; MINHASH_K];
+        minhash_into(&mut full, &[1, 2, 3, 0xdead_beef]);
+        let old = serde_json::to_string(&full.to_vec()).unwrap();
+        assert!(
+            full.iter().any(|&x| x > u32::from(u16::MAX)),
+            "a 32-bit record"
+        );
+        let mut de = serde_json::Deserializer::from_str(&old);
+        let read = signature_serde::deserialize(&mut de).unwrap();
+        assert_eq!(read, minhash_of(&[1, 2, 3, 0xdead_beef]));
+        let mut buf = Vec::new();
+        signature_serde::serialize(&read, &mut serde_json::Serializer::new(&mut buf)).unwrap();
+        let mut de = serde_json::Deserializer::from_slice(&buf);
+        assert_eq!(signature_serde::deserialize(&mut de).unwrap(), read);
+        // A malformed record's signature restores (as an empty set's past its end).
+        assert_eq!(signature_from([]), minhash_of(&[]));
+        assert_eq!(signature_from([5; 40])[MINHASH_K - 1], 5);
+    }
+
     proptest::proptest! {
         /// Whichever version of the MinHash loop the CPU gets (AVX2 here), it computes the
         /// definition: per slot k, the least high half of mix(feature ^ k·φ).
@@ -1151,6 +1209,24 @@ mod tests {
             let mut got = [7; MINHASH_K];
             minhash_into(&mut got, &hashes);
             proptest::prop_assert_eq!(got, want);
+        }
+
+        /// The 16-bit estimate never falls below the 32-bit one (equal minima stay equal), so
+        /// no pair that met a threshold before misses it now; it rises above it only where two
+        /// different minima share their low bits.
+        #[test]
+        fn truncated_signatures_estimate_as_the_full_ones(
+            shared in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..30),
+            a_own in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..30),
+            b_own in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..30),
+        ) {
+            let (mut a, mut b) = ([0; MINHASH_K], [0; MINHASH_K]);
+            minhash_into(&mut a, &[shared.as_slice(), &a_own].concat());
+            minhash_into(&mut b, &[shared.as_slice(), &b_own].concat());
+            let full = a.iter().zip(&b).filter(|(x, y)| x == y).count() as f64 / MINHASH_K as f64;
+            let short = similarity(&truncate(&a), &truncate(&b));
+            proptest::prop_assert!(short >= full);
+            proptest::prop_assert!(short - full <= 2.0 / MINHASH_K as f64, "{short} vs {full}");
         }
     }
 }

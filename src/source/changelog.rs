@@ -353,7 +353,10 @@ mod tests {
         for call in window.iter_mut() {
             if let Some(f) = call["sig"].get("f").and_then(|f| f.as_array()).cloned() {
                 let hashes: Vec<u64> = f.iter().filter_map(|h| h.as_u64()).collect();
-                call["sig"] = serde_json::json!(crate::engine::text::minhash_of(&hashes));
+                // Version 1 wrote the full signature with 32-bit slots.
+                let mut full = [0; crate::engine::text::MINHASH_K];
+                crate::engine::text::minhash_into(&mut full, &hashes);
+                call["sig"] = serde_json::json!(full.to_vec());
             }
         }
         assert!(window

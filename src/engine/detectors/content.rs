@@ -8,7 +8,9 @@
 //!   lines are removed.
 use super::{hex64, push_bounded, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
-use crate::engine::text::{feature_sig, fnv64, key64, normalize_message, similarity};
+use crate::engine::text::{
+    feature_sig, fnv64, key64, normalize_message, signature_serde, similarity, Signature,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -51,14 +53,22 @@ impl Default for ContentConfig {
 struct Thought {
     step: u64,
     key: u64,
-    sig: Vec<u32>,
+    #[serde(deserialize_with = "signature_serde::deserialize")]
+    sig: Signature,
     rich: bool,
     novel_at: u64,
 }
 
 impl Serialize for Thought {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (&self.step, &self.key, &self.sig, &self.rich, &self.novel_at).serialize(s)
+        (
+            &self.step,
+            &self.key,
+            self.sig.as_slice(),
+            &self.rich,
+            &self.novel_at,
+        )
+            .serialize(s)
     }
 }
 

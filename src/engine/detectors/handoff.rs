@@ -5,7 +5,9 @@
 //! (exact after normalisation, or near-identical for short messages), so a writer↔reviewer
 //! exchange whose drafts and reviews move on stays quiet.
 use super::{hex64, push_bounded, Finding, Latch, Lazy, Levels, StepView};
-use crate::engine::text::{feature_sig, key64, name_key, normalize_message, similarity};
+use crate::engine::text::{
+    feature_sig, key64, name_key, normalize_message, signature_from, similarity, Signature,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -43,7 +45,16 @@ struct Handoff {
     to: u64,
     payload: u64,
     short: bool,
-    sig: Vec<u32>,
+    /// Short payloads only (boxed: the others carry a pointer, not 64 bytes); written as an
+    /// empty list for the others.
+    #[serde(deserialize_with = "short_sig")]
+    sig: Option<Box<Signature>>,
+}
+
+/// Records write an empty list for a payload without a signature.
+fn short_sig<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<Signature>>, D::Error> {
+    let v = Vec::<u64>::deserialize(d)?;
+    Ok((!v.is_empty()).then(|| Box::new(signature_from(v))))
 }
 
 impl Serialize for Handoff {
@@ -54,7 +65,7 @@ impl Serialize for Handoff {
             &self.to,
             &self.payload,
             &self.short,
-            &self.sig,
+            self.sig.as_ref().map_or(&[][..], |s| s.as_slice()),
         )
             .serialize(s)
     }
@@ -173,11 +184,7 @@ impl Cycles {
                 to,
                 payload: key64("payload", &[text.as_bytes()]),
                 short,
-                sig: if short {
-                    feature_sig(&text).1
-                } else {
-                    Vec::new()
-                },
+                sig: short.then(|| Box::new(feature_sig(&text).1)),
             },
             max_agents * (max_rounds + 1),
         );
@@ -200,7 +207,12 @@ impl Cycles {
                 let (a, b) = (h[n - 1 - run], h[n - 1 - run - p]);
                 let same_edge = a.from == b.from && a.to == b.to;
                 let stagnant = a.payload == b.payload
-                    || (a.short && b.short && similarity(&a.sig, &b.sig) >= cfg.short_similarity);
+                    || (a.short
+                        && b.short
+                        && a.sig
+                            .as_ref()
+                            .zip(b.sig.as_ref())
+                            .is_some_and(|(x, y)| similarity(x, y) >= cfg.short_similarity));
                 if !same_edge || !stagnant {
                     break;
                 }

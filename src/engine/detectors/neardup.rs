@@ -7,11 +7,11 @@ use super::history::{self, History, NEARDUP};
 use super::{hex64, FailClass, Finding, Latch, Levels, OutKind, StepView};
 use crate::engine::fingerprint::map_in_key_order;
 use crate::engine::text::{
-    message_feature_hashes, minhash_into, minhash_of, similarity, Words, MINHASH_K,
+    message_feature_hashes, minhash_into, minhash_of, signature_from, similarity, truncate,
+    Signature, Words, MINHASH_K,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::borrow::Cow;
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,21 +48,38 @@ impl Default for NearDupConfig {
 }
 
 /// What a call's MinHash signature is computed from, kept in the smaller form. Most tool
-/// arguments have one to a few features, and a window of full signatures (128 bytes each) was
-/// the largest part of a run's state; the signature is recomputed, exactly, only when a call of
-/// the same tool with a stagnant result is compared against it. This is the records' form.
+/// arguments have one to a few features, and a window of full signatures was the largest part
+/// of a run's state; the signature is recomputed, exactly, only when a call of the same tool
+/// with a stagnant result is compared against it. This is the records' form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 enum Sig {
-    /// The signature itself (also what records written before `Features` hold).
+    /// The signature itself (also what records written before `Features` hold), as 16-bit
+    /// slots; records written before [`Signature`] hold 32-bit ones, read as their low bits.
     Full(Vec<u32>),
     /// The feature hashes ([`crate::engine::text::feature_hashes`]), when there are at most [`MAX_FEATURES`].
     Features { f: Vec<u64> },
 }
 
 const MAX_FEATURES: usize = 8;
-// A call's stored signature, either form, fits in one full signature's room.
-const _: () = assert!(2 * MAX_FEATURES <= MINHASH_K);
+/// Words of a full signature in [`NearDupState::buf`]: two 16-bit slots to a word.
+const SIG_WORDS: usize = MINHASH_K / 2;
+// A call's stored signature, either form, fits in a `[u32; MINHASH_K]` scratch.
+const _: () = assert!(2 * MAX_FEATURES <= MINHASH_K && SIG_WORDS <= MINHASH_K);
+
+/// A signature as [`SIG_WORDS`] words: slot `2i` in the low half of word `i`.
+fn pack(sig: &Signature) -> [u32; SIG_WORDS] {
+    std::array::from_fn(|i| u32::from(sig[2 * i]) | u32::from(sig[2 * i + 1]) << 16)
+}
+
+/// [`pack`] undone; missing words (a malformed record's) read as an empty set's slots.
+fn unpack(words: &[u32]) -> Signature {
+    std::array::from_fn(|i| {
+        words
+            .get(i / 2)
+            .map_or(u16::MAX, |w| (w >> (16 * (i % 2))) as u16)
+    })
+}
 /// Scratch text kept between calls up to this capacity; a huge argument's is freed.
 const SCRATCH_KEEP: usize = 64 * 1024;
 
@@ -132,7 +149,7 @@ struct Call<'a> {
     tool: u64,
     result: u64,
     kind: OutKind,
-    /// `sig` is the full signature, else the feature hashes as (low, high) halves.
+    /// `sig` is the full signature ([`pack`]ed), else the feature hashes as (low, high) halves.
     full: bool,
     sig: &'a [u32],
 }
@@ -140,7 +157,10 @@ struct Call<'a> {
 /// `sig` as stored: (full, values).
 fn encode(sig: Sig) -> (bool, Vec<u32>) {
     match sig {
-        Sig::Full(s) => (true, s),
+        Sig::Full(s) => (
+            true,
+            pack(&signature_from(s.into_iter().map(u64::from))).to_vec(),
+        ),
         Sig::Features { f } => (
             false,
             f.iter()
@@ -159,7 +179,7 @@ impl Call<'_> {
 
     fn record_sig(&self) -> Sig {
         if self.full {
-            Sig::Full(self.sig.to_vec())
+            Sig::Full(unpack(self.sig).map(u32::from).to_vec())
         } else {
             Sig::Features {
                 f: self.features().collect(),
@@ -167,9 +187,9 @@ impl Call<'_> {
         }
     }
 
-    fn full_sig(&self) -> Cow<'_, [u32]> {
+    fn full_sig(&self) -> Signature {
         if self.full {
-            Cow::Borrowed(self.sig)
+            unpack(self.sig)
         } else {
             // At most MAX_FEATURES features: gathered on the stack, not in a Vec.
             let mut hashes = [0u64; MAX_FEATURES];
@@ -178,15 +198,28 @@ impl Call<'_> {
                 *slot = h;
                 n += 1;
             }
-            Cow::Owned(minhash_of(&hashes[..n]))
+            minhash_of(&hashes[..n])
         }
     }
 
     /// [`similarity`] of the two signatures; `other_full` is `other.full_sig()`.
-    fn similarity<'a>(&self, other: &Call<'_>, other_full: impl FnOnce() -> &'a [u32]) -> f64 {
+    fn similarity<'a>(&self, other: &Call<'_>, other_full: impl FnOnce() -> &'a Signature) -> f64 {
         if !self.full && !other.full && self.sig == other.sig {
             // The same features give the same signature: all of its slots agree.
             return 1.0;
+        }
+        if self.full && other.full && self.sig.len() == SIG_WORDS && other.sig.len() == SIG_WORDS {
+            // Slot by slot on the packed words, without unpacking either.
+            let same: u32 = self
+                .sig
+                .iter()
+                .zip(other.sig)
+                .map(|(a, b)| {
+                    let x = a ^ b;
+                    u32::from(x & 0xffff == 0) + u32::from(x >> 16 == 0)
+                })
+                .sum();
+            return f64::from(same) / MINHASH_K as f64;
         }
         similarity(&self.full_sig(), other_full())
     }
@@ -416,8 +449,10 @@ fn call_sig(v: &StepView<'_>, sig: &mut [u32; MINHASH_K]) -> (usize, bool, usize
             }
             (hashes.len(), false, 2 * hashes.len())
         } else {
-            minhash_into(sig, hashes);
-            (hashes.len(), true, MINHASH_K)
+            let mut full = [0; MINHASH_K];
+            minhash_into(&mut full, hashes);
+            sig[..SIG_WORDS].copy_from_slice(&pack(&truncate(&full)));
+            (hashes.len(), true, SIG_WORDS)
         };
         if s.text.capacity() > SCRATCH_KEEP {
             s.text = String::new();
@@ -495,7 +530,7 @@ impl NearDupState {
         let mut sig_buf = [0u32; MINHASH_K];
         let (features, full_now, sig_len) = call_sig(v, &mut sig_buf);
         // Needed only if some call of the same tool has a stagnant result too.
-        let full: std::cell::OnceCell<Vec<u32>> = std::cell::OnceCell::new();
+        let full: std::cell::OnceCell<Signature> = std::cell::OnceCell::new();
         let (cur_step, cur_action) = (v.step.step_index, v.action_key);
         let result = v.failure.as_ref().map_or(v.output_key, |f| f.error_key);
         let cur = Call {
@@ -541,7 +576,7 @@ impl NearDupState {
                     } else {
                         cfg.similarity
                     };
-                    c.similarity(&cur, || full.get_or_init(|| cur.full_sig().into_owned())) >= min
+                    c.similarity(&cur, || full.get_or_init(|| cur.full_sig())) >= min
                 })
                 .collect()
         };
@@ -622,7 +657,7 @@ mod tests {
             let (_, s) = encode(Sig::Features { f: h.clone() });
             (h.len(), false, s)
         } else {
-            (h.len(), true, minhash_of(&h))
+            (h.len(), true, pack(&minhash_of(&h)).to_vec())
         }
     }
 

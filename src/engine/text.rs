@@ -601,6 +601,22 @@ fn features(w: &Words) -> Vec<(&str, &str)> {
 /// The number of distinct [`text_features`] of `text` and their [`minhash`] signature, without
 /// building the feature strings.
 pub fn feature_sig(text: &str) -> (usize, Signature) {
+    if text.is_ascii() {
+        // Every thought comes here: the hashes go to a reused buffer, not to a fresh
+        // allocation shrunk for keeping (only the signature is kept).
+        thread_local! {
+            static HASHES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        return HASHES.with_borrow_mut(|h| {
+            h.clear();
+            ascii_feature_hashes(text, h);
+            let got = (h.len(), minhash_of(h));
+            if h.capacity() > 4096 {
+                *h = Vec::new();
+            }
+            got
+        });
+    }
     let h = feature_hashes(text);
     (h.len(), minhash_of(&h))
 }

@@ -259,10 +259,16 @@ fn chant_text(content: &str) -> String {
 }
 
 fn chanting(cfg: &ContentConfig, content: &str, step: u64) -> Option<Finding> {
+    let k = cfg.chant_chunk.max(8);
+    let min = cfg.chant_min_chars.max(k * 2);
+    // `chant_text` only drops and collapses, so it is never longer than the message: most
+    // thoughts are too short to chant and skip building it.
+    if content.len() < min {
+        return None;
+    }
     let text = chant_text(content);
     let b = text.as_bytes();
-    let k = cfg.chant_chunk.max(8);
-    if b.len() < cfg.chant_min_chars.max(k * 2) {
+    if b.len() < min {
         return None;
     }
     let mut seen: BTreeMap<u64, (u32, usize)> = BTreeMap::new();
@@ -302,4 +308,20 @@ fn chanting(cfg: &ContentConfig, content: &str, step: u64) -> Option<Finding> {
         stop_reason: None,
         corroborating: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// `chanting` skips messages shorter than its minimum before building their chant
+        /// text, which is right only if that text is never longer than the message.
+        #[test]
+        fn chant_text_is_never_longer_than_the_message(
+            content in "([a-z]{1,6}|[ \t\r\n]{1,3}|```|\\||-{3}|\u{e9}|\u{3a3}){0,60}"
+        ) {
+            proptest::prop_assert!(chant_text(&content).len() <= content.len());
+        }
+    }
 }

@@ -310,13 +310,6 @@ impl Batch {
         self.runs.clear();
         self.rollups.clear();
     }
-    /// Move `other`'s rows to the end of this batch.
-    pub fn append(&mut self, other: &mut Batch) {
-        self.steps.append(&mut other.steps);
-        self.signals.append(&mut other.signals);
-        self.runs.append(&mut other.runs);
-        self.rollups.append(&mut other.rollups);
-    }
 }
 
 impl ClickHouseSink {
@@ -490,20 +483,33 @@ impl ClickHouseSink {
     /// The other three go concurrently (the flush runs beside processing, so its length is
     /// throughput, not detection latency).
     pub async fn insert(&self, batch: &Batch) -> Result<(), SinkError> {
+        self.insert_all(std::slice::from_ref(batch)).await
+    }
+
+    /// The rows of several batches, one insert per table, in batch order: a flush writes its
+    /// partitions' batches as they are instead of first copying them into one (megabytes of
+    /// rows per flush, moved again at every doubling of the merged vectors).
+    pub async fn insert_all(&self, batches: &[Batch]) -> Result<(), SinkError> {
+        // Slices gathered before the first await: a closure held across it would make the
+        // future `Send` only for some lifetimes, which `tokio::spawn` refuses.
+        let steps: Vec<&[StepRow]> = batches.iter().map(|b| b.steps.as_slice()).collect();
+        let signals: Vec<&[SignalRow]> = batches.iter().map(|b| b.signals.as_slice()).collect();
+        let rollups: Vec<&[RollupRow]> = batches.iter().map(|b| b.rollups.as_slice()).collect();
+        let runs: Vec<&[RunRow]> = batches.iter().map(|b| b.runs.as_slice()).collect();
         futures::try_join!(
-            self.insert_rows("steps", &batch.steps),
-            self.insert_rows("signals", &batch.signals),
-            self.insert_rows("rollup_minute", &batch.rollups),
+            self.insert_rows("steps", &steps),
+            self.insert_rows("signals", &signals),
+            self.insert_rows("rollup_minute", &rollups),
         )?;
-        self.insert_rows("runs", &batch.runs).await?;
+        self.insert_rows("runs", &runs).await?;
         Ok(())
     }
 
-    async fn insert_rows<T>(&self, table: &str, rows: &[T]) -> Result<(), SinkError>
+    async fn insert_rows<T>(&self, table: &str, parts: &[&[T]]) -> Result<(), SinkError>
     where
         T: clickhouse::RowOwned + clickhouse::RowWrite,
     {
-        if rows.is_empty() {
+        if parts.iter().all(|p| p.is_empty()) {
             return Ok(());
         }
         // `db` is validated as [A-Za-z0-9_]+ at config load and `table` is a constant, so the
@@ -514,7 +520,7 @@ impl ClickHouseSink {
             .insert_unescaped::<T>(&full)
             .await
             .map_err(|e| self.err(e))?;
-        for r in rows {
+        for r in parts.iter().flat_map(|p| p.iter()) {
             ins.write(r).await.map_err(|e| self.err(e))?;
         }
         ins.end().await.map_err(|e| self.err(e))

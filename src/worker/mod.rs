@@ -572,22 +572,23 @@ impl Flusher {
     ) -> Result<(), WorkerError> {
         let started = Instant::now();
         let mut emitter = self.emitter.lock().await;
-        let mut batch = Batch::default();
+        let mut batches = Vec::with_capacity(epochs.len());
         for e in &mut epochs {
-            batch.append(&mut e.batch);
+            batches.push(std::mem::take(&mut e.batch));
             emitter.absorb(std::mem::take(&mut e.outbox))?;
         }
+        let count = |f: fn(&Batch) -> usize| batches.iter().map(f).sum::<usize>();
         let rows = [
-            ("steps", batch.steps.len()),
-            ("signals", batch.signals.len()),
-            ("runs", batch.runs.len()),
-            ("rollup_minute", batch.rollups.len()),
+            ("steps", count(|b| b.steps.len())),
+            ("signals", count(|b| b.signals.len())),
+            ("runs", count(|b| b.runs.len())),
+            ("rollup_minute", count(|b| b.rollups.len())),
         ];
         // 1. ClickHouse: retried with capped, jittered back-off; a transient outage only grows lag.
         let mut delay = Duration::from_millis(200);
         loop {
             let t = Instant::now();
-            match self.sink.insert(&batch).await {
+            match self.sink.insert_all(&batches).await {
                 Ok(()) => {
                     self.health.set_clickhouse_ok(true);
                     metrics::histogram!("eddy_clickhouse_insert_seconds")
@@ -609,7 +610,7 @@ impl Flusher {
                 Err(e) => return Err(e.into()),
             }
         }
-        drop(batch);
+        drop(batches);
         let inserted = started.elapsed();
         // 2. at_least_once: output events and dead letters acknowledged before the changelog
         // says they are done (a restore skips what the changelog covers).

@@ -80,6 +80,7 @@ fn unpack(words: &[u32]) -> Signature {
             .map_or(u16::MAX, |w| (w >> (16 * (i % 2))) as u16)
     })
 }
+
 /// Scratch text kept between calls up to this capacity; a huge argument's is freed.
 const SCRATCH_KEEP: usize = 64 * 1024;
 
@@ -659,6 +660,38 @@ mod tests {
         } else {
             (h.len(), true, pack(&minhash_of(&h)).to_vec())
         }
+    }
+
+    /// Packed signatures compare as the unpacked ones do, and unpack to what was packed.
+    #[test]
+    fn packed_signatures_compare_as_unpacked() {
+        let texts = [
+            "latest release notes for tokio runtime and its scheduler",
+            "release notes for the latest tokio runtime scheduler",
+            "select id, status from orders where status is open order by created",
+            "",
+        ];
+        let sigs: Vec<Signature> = texts
+            .iter()
+            .map(|t| crate::engine::text::feature_sig(t).1)
+            .collect();
+        for a in &sigs {
+            let pa = pack(a);
+            assert_eq!(unpack(&pa), *a);
+            for b in &sigs {
+                let pb = pack(b);
+                let call = |sig| Call {
+                    tool: 1,
+                    result: 2,
+                    kind: OutKind::Empty,
+                    full: true,
+                    sig,
+                };
+                let got = call(&pa[..]).similarity(&call(&pb[..]), || b);
+                assert_eq!(got, similarity(a, b));
+            }
+        }
+        assert!(similarity(&sigs[0], &sigs[1]) > similarity(&sigs[0], &sigs[2]));
     }
 
     #[test]

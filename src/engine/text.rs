@@ -435,8 +435,8 @@ pub const MINHASH_K: usize = 32;
 /// A stored MinHash signature: b-bit MinHash with b = 16, the low 16 bits of each slot's
 /// 32-bit minimum. Signatures are most of an open run's state (a window of thoughts and one of
 /// argument sets), and half the bits cost no accuracy that matters: two different minima agree
-/// in their low 16 bits with probability 2⁻¹⁶, so [`similarity`] overestimates by at most
-/// 1.5 · 10⁻⁵ against thresholds set in tenths. Fixed-size, so it lives inline, not behind a
+/// in their low 16 bits with probability 2⁻¹⁶, so [`similarity`] overestimates by about
+/// 1.5 · 10⁻⁵ on average (never underestimates) against thresholds set in tenths. Fixed-size, so it lives inline, not behind a
 /// pointer.
 pub type Signature = [u16; MINHASH_K];
 
@@ -471,19 +471,13 @@ pub fn signature_from(values: impl IntoIterator<Item = u64>) -> Signature {
     sig
 }
 
-/// Serde for a [`Signature`] field of a record: written as a list of numbers, read from either
-/// slot width (see [`signature_from`]).
-pub mod signature_serde {
-    use super::{signature_from, Signature};
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(sig: &Signature, s: S) -> Result<S::Ok, S::Error> {
-        sig.as_slice().serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Signature, D::Error> {
-        Ok(signature_from(Vec::<u64>::deserialize(d)?))
-    }
+/// Serde `deserialize_with` for a [`Signature`] field of a record (written as its list of
+/// slots): reads either slot width (see [`signature_from`]).
+pub fn deserialize_signature<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Signature, D::Error> {
+    use serde::Deserialize;
+    Ok(signature_from(Vec::<u64>::deserialize(d)?))
 }
 
 /// [`minhash_of`] into `sig`, without allocating.
@@ -1197,12 +1191,11 @@ mod tests {
             "a 32-bit record"
         );
         let mut de = serde_json::Deserializer::from_str(&old);
-        let read = signature_serde::deserialize(&mut de).unwrap();
+        let read = deserialize_signature(&mut de).unwrap();
         assert_eq!(read, minhash_of(&[1, 2, 3, 0xdead_beef]));
-        let mut buf = Vec::new();
-        signature_serde::serialize(&read, &mut serde_json::Serializer::new(&mut buf)).unwrap();
+        let buf = serde_json::to_vec(read.as_slice()).unwrap();
         let mut de = serde_json::Deserializer::from_slice(&buf);
-        assert_eq!(signature_serde::deserialize(&mut de).unwrap(), read);
+        assert_eq!(deserialize_signature(&mut de).unwrap(), read);
         // A malformed record's signature restores (as an empty set's past its end).
         assert_eq!(signature_from([]), minhash_of(&[]));
         assert_eq!(signature_from([5; 40])[MINHASH_K - 1], 5);

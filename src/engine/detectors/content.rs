@@ -9,7 +9,7 @@
 use super::{hex64, push_bounded, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
 use crate::engine::text::{
-    feature_sig, fnv64, key64, normalize_message, signature_serde, similarity, Signature,
+    deserialize_signature, feature_sig, fnv64, key64, normalize_message, similarity, Signature,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -53,7 +53,7 @@ impl Default for ContentConfig {
 struct Thought {
     step: u64,
     key: u64,
-    #[serde(deserialize_with = "signature_serde::deserialize")]
+    #[serde(deserialize_with = "deserialize_signature")]
     sig: Signature,
     rich: bool,
     novel_at: u64,

@@ -432,16 +432,19 @@ fn mix(mut z: u64) -> u64 {
 
 pub const MINHASH_K: usize = 32;
 
-/// A stored MinHash signature: b-bit MinHash with b = 16, the low 16 bits of each slot's
-/// 32-bit minimum. Signatures are most of an open run's state (a window of thoughts and one of
-/// argument sets), and half the bits cost no accuracy that matters: two different minima agree
-/// in their low 16 bits with probability 2⁻¹⁶, so [`similarity`] overestimates by about
-/// 1.5 · 10⁻⁵ on average (never underestimates) against thresholds set in tenths. Fixed-size, so it lives inline, not behind a
-/// pointer.
-pub type Signature = [u16; MINHASH_K];
+/// A stored MinHash signature: b-bit MinHash with b = 8, the low byte of each slot's 32-bit
+/// minimum. Signatures are most of an open run's state (a window of thoughts and one of
+/// argument sets), and a byte per slot loses little: two different minima share their low byte
+/// with probability 2⁻⁸, which [`similarity`] corrects for, so its estimate stays unbiased and
+/// its spread grows only slightly against thresholds set in tenths. Fixed-size, so it lives
+/// inline, not behind a pointer.
+pub type Signature = [u8; MINHASH_K];
 
-/// MinHash signature of a feature set. Empty sets get an all-`u16::MAX` signature, which
-/// compares equal to another empty set (and to a non-empty one only with probability 2⁻⁵¹²).
+/// The probability that two different 32-bit minima share a stored slot.
+const CHANCE: f64 = 1.0 / 256.0;
+
+/// MinHash signature of a feature set. Empty sets get an all-`u8::MAX` signature, which
+/// compares equal to another empty set (and to a non-empty one only with probability 2⁻²⁵⁶).
 pub fn minhash<'a>(features: impl IntoIterator<Item = &'a str>) -> Signature {
     let hashes: Vec<u64> = features.into_iter().map(|f| fnv64(f.as_bytes())).collect();
     minhash_of(&hashes)
@@ -457,16 +460,16 @@ pub fn minhash_of(hashes: &[u64]) -> Signature {
 /// The stored form of a full 32-bit signature (minimum first, then its low bits: b-bit
 /// MinHash keeps the low bits of the minimum, not the minimum of the low bits).
 pub fn truncate(full: &[u32; MINHASH_K]) -> Signature {
-    full.map(|x| x as u16)
+    full.map(|x| x as u8)
 }
 
-/// Reads a signature written with 32-bit slots (records from before [`Signature`]) or with
-/// 16-bit ones. Any length is accepted, as earlier versions did: surplus slots are dropped
+/// Reads a signature written with 32-bit slots (records of versions 1 and 2), 16-bit ones
+/// (version 3) or bytes: the low byte of any of them is the stored slot. Any length is accepted, as earlier versions did: surplus slots are dropped
 /// and missing ones read as an empty set's, so a malformed record restores instead of failing.
 pub fn signature_from(values: impl IntoIterator<Item = u64>) -> Signature {
-    let mut sig = [u16::MAX; MINHASH_K];
+    let mut sig = [u8::MAX; MINHASH_K];
     for (slot, v) in sig.iter_mut().zip(values) {
-        *slot = v as u16;
+        *slot = v as u8;
     }
     sig
 }
@@ -502,7 +505,20 @@ pub fn minhash_into(sig: &mut [u32; MINHASH_K], hashes: &[u64]) {
 /// Estimated Jaccard similarity of two MinHash signatures.
 pub fn similarity(a: &Signature, b: &Signature) -> f64 {
     let same = a.iter().zip(b).filter(|(x, y)| x == y).count();
-    same as f64 / MINHASH_K as f64
+    estimate(same as u32)
+}
+
+/// The Jaccard similarity estimated from `same` agreeing slots of [`MINHASH_K`]. A slot agrees
+/// when the two minima are equal (probability J) or, failing that, by chance ([`CHANCE`]):
+/// P = J + (1 − J)·c, so J = (P − c) / (1 − c). Clamped at 0 (fewer agreements than chance
+/// alone gives); all slots agreeing estimates exactly 1.
+pub fn estimate(same: u32) -> f64 {
+    corrected(f64::from(same) / MINHASH_K as f64)
+}
+
+/// J from the share `p` of agreeing slots.
+fn corrected(p: f64) -> f64 {
+    ((p - CHANCE) / (1.0 - CHANCE)).max(0.0)
 }
 
 fn is_stopword(w: &str) -> bool {
@@ -1182,6 +1198,24 @@ mod tests {
     }
 
     #[test]
+    fn estimate_corrects_for_chance_agreements() {
+        // At the expected number of agreeing slots for a true similarity J, the estimate is J.
+        for j in [0.0, 0.1, 0.3, 0.5, 0.6, 0.7, 0.9, 1.0] {
+            let k = MINHASH_K as f64;
+            let expected_same = j * k + (1.0 - j) * k / 256.0;
+            let got = corrected(expected_same / k);
+            assert!((got - j).abs() < 1e-12, "{j}: {got}");
+        }
+        assert_eq!(estimate(MINHASH_K as u32), 1.0);
+        assert_eq!(estimate(0), 0.0);
+        // Never above the raw share of agreeing slots, and rising with it.
+        for same in 1..=MINHASH_K as u32 {
+            assert!(estimate(same) <= f64::from(same) / MINHASH_K as f64);
+            assert!(estimate(same) > estimate(same - 1));
+        }
+    }
+
+    #[test]
     fn signatures_read_from_either_slot_width() {
         let mut full = [0u32; MINHASH_K];
         minhash_into(&mut full, &[1, 2, 3, 0xdead_beef]);
@@ -1193,6 +1227,10 @@ mod tests {
         let mut de = serde_json::Deserializer::from_str(&old);
         let read = deserialize_signature(&mut de).unwrap();
         assert_eq!(read, minhash_of(&[1, 2, 3, 0xdead_beef]));
+        // Version 3 records: 16-bit slots.
+        let v3 = serde_json::to_string(&full.map(|x| x as u16).to_vec()).unwrap();
+        let mut de = serde_json::Deserializer::from_str(&v3);
+        assert_eq!(deserialize_signature(&mut de).unwrap(), read);
         let buf = serde_json::to_vec(read.as_slice()).unwrap();
         let mut de = serde_json::Deserializer::from_slice(&buf);
         assert_eq!(deserialize_signature(&mut de).unwrap(), read);
@@ -1220,11 +1258,11 @@ mod tests {
             proptest::prop_assert_eq!(got, want);
         }
 
-        /// The 16-bit estimate never falls below the 32-bit one (equal minima stay equal), so
-        /// no pair that met a threshold before misses it now; it rises above it only where two
-        /// different minima share their low bits.
+        /// Equal minima keep equal low bytes, so stored slots agree wherever the full ones
+        /// do, and beyond that only by chance (2⁻⁸ per differing slot: five or more chance
+        /// agreements among 32 slots happen about once in five million pairs).
         #[test]
-        fn truncated_signatures_estimate_as_the_full_ones(
+        fn truncated_signatures_agree_as_the_full_ones(
             shared in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..30),
             a_own in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..30),
             b_own in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..30),
@@ -1232,10 +1270,12 @@ mod tests {
             let (mut a, mut b) = ([0; MINHASH_K], [0; MINHASH_K]);
             minhash_into(&mut a, &[shared.as_slice(), &a_own].concat());
             minhash_into(&mut b, &[shared.as_slice(), &b_own].concat());
-            let full = a.iter().zip(&b).filter(|(x, y)| x == y).count() as f64 / MINHASH_K as f64;
-            let short = similarity(&truncate(&a), &truncate(&b));
+            let full = a.iter().zip(&b).filter(|(x, y)| x == y).count();
+            let (ta, tb) = (truncate(&a), truncate(&b));
+            let short = ta.iter().zip(&tb).filter(|(x, y)| x == y).count();
             proptest::prop_assert!(short >= full);
-            proptest::prop_assert!(short - full <= 2.0 / MINHASH_K as f64, "{short} vs {full}");
+            proptest::prop_assert!(short - full <= 4, "{short} vs {full}");
+            proptest::prop_assert_eq!(similarity(&ta, &tb), estimate(short as u32));
         }
     }
 }

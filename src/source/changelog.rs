@@ -3,8 +3,8 @@
 //! Records (JSON, versioned so a rolling upgrade can read older ones; version 2 keeps the
 //! near-duplicate detector's MinHash inputs instead of full signatures where smaller; version 3
 //! writes signatures with 16-bit slots, which a version 2 reader would compare against its
-//! 32-bit ones without a word, so it refuses them instead; every version reads the ones before
-//! it):
+//! 32-bit ones without a word, so it refuses them instead; version 4 writes them with byte
+//! slots and keeps at most four feature hashes; every version reads the ones before it):
 //! - key `["<project_id>","<run_id>"]`, value `{"v":1,"state":RunState}`: an open run;
 //! - same key, value `{"v":1,"ended":true}`: the run ended (late events cannot reopen it);
 //! - same key, no value (tombstone): the ended run was forgotten;
@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 pub const META_KEY: &[u8] = b"\"__meta__\"";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 #[derive(Serialize)]
 struct RunRecordOut<'a> {

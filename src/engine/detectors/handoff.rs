@@ -45,7 +45,7 @@ struct Handoff {
     to: u64,
     payload: u64,
     short: bool,
-    /// Short payloads only (boxed: the others carry a pointer, not 64 bytes); written as an
+    /// Short payloads only (boxed: the others carry a pointer, not 32 bytes); written as an
     /// empty list for the others.
     #[serde(deserialize_with = "short_sig")]
     sig: Option<Box<Signature>>,

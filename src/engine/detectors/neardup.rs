@@ -7,8 +7,8 @@ use super::history::{self, History, NEARDUP};
 use super::{hex64, FailClass, Finding, Latch, Levels, OutKind, StepView};
 use crate::engine::fingerprint::map_in_key_order;
 use crate::engine::text::{
-    message_feature_hashes, minhash_into, minhash_of, signature_from, similarity, truncate,
-    Signature, Words, MINHASH_K,
+    estimate, message_feature_hashes, minhash_into, minhash_of, signature_from, similarity,
+    truncate, Signature, Words, MINHASH_K,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -54,30 +54,44 @@ impl Default for NearDupConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 enum Sig {
-    /// The signature itself (also what records written before `Features` hold), as 16-bit
-    /// slots; records written before [`Signature`] hold 32-bit ones, read as their low bits.
+    /// The signature itself (also what records written before `Features` hold), as byte
+    /// slots; records of version 3 hold 16-bit ones and earlier ones 32-bit ones, read as
+    /// their low byte.
     Full(Vec<u32>),
-    /// The feature hashes ([`crate::engine::text::feature_hashes`]), when there are at most [`MAX_FEATURES`].
+    /// The feature hashes ([`crate::engine::text::feature_hashes`]), when there are at most
+    /// [`MAX_FEATURES`] (records of version 3 and before allowed eight: more than
+    /// [`MAX_FEATURES`] are read as the full signature they give).
     Features { f: Vec<u64> },
 }
 
-const MAX_FEATURES: usize = 8;
-/// Words of a full signature in [`NearDupState::buf`]: two 16-bit slots to a word.
-const SIG_WORDS: usize = MINHASH_K / 2;
+/// Feature hashes (two words each) are kept instead of the signature while they are no
+/// larger than it.
+const MAX_FEATURES: usize = SIG_WORDS / 2;
+/// Words of a full signature in [`NearDupState::buf`]: four byte slots to a word.
+const SIG_WORDS: usize = MINHASH_K / 4;
 // A call's stored signature, either form, fits in a `[u32; MINHASH_K]` scratch.
 const _: () = assert!(2 * MAX_FEATURES <= MINHASH_K && SIG_WORDS <= MINHASH_K);
 
-/// A signature as [`SIG_WORDS`] words: slot `2i` in the low half of word `i`.
+/// A signature as [`SIG_WORDS`] words: slot `4i + j` in byte `j` (from the low end) of word `i`.
 fn pack(sig: &Signature) -> [u32; SIG_WORDS] {
-    std::array::from_fn(|i| u32::from(sig[2 * i]) | u32::from(sig[2 * i + 1]) << 16)
+    std::array::from_fn(|i| {
+        u32::from_le_bytes([sig[4 * i], sig[4 * i + 1], sig[4 * i + 2], sig[4 * i + 3]])
+    })
+}
+
+/// How many of the four bytes of `x` are not zero: a byte's high bit survives the mask and
+/// its low seven bits carry into it only when the byte is not zero, and no carry crosses a
+/// byte (at most 0x7f + 0x7f).
+fn nonzero_bytes(x: u32) -> u32 {
+    (((x & 0x7f7f_7f7f).wrapping_add(0x7f7f_7f7f) | x) & 0x8080_8080).count_ones()
 }
 
 /// [`pack`] undone; missing words (a malformed record's) read as an empty set's slots.
 fn unpack(words: &[u32]) -> Signature {
     std::array::from_fn(|i| {
         words
-            .get(i / 2)
-            .map_or(u16::MAX, |w| (w >> (16 * (i % 2))) as u16)
+            .get(i / 4)
+            .map_or(u8::MAX, |w| (w >> (8 * (i % 4))) as u8)
     })
 }
 
@@ -162,6 +176,7 @@ fn encode(sig: Sig) -> (bool, Vec<u32>) {
             true,
             pack(&signature_from(s.into_iter().map(u64::from))).to_vec(),
         ),
+        Sig::Features { f } if f.len() > MAX_FEATURES => (true, pack(&minhash_of(&f)).to_vec()),
         Sig::Features { f } => (
             false,
             f.iter()
@@ -215,12 +230,9 @@ impl Call<'_> {
                 .sig
                 .iter()
                 .zip(other.sig)
-                .map(|(a, b)| {
-                    let x = a ^ b;
-                    u32::from(x & 0xffff == 0) + u32::from(x >> 16 == 0)
-                })
+                .map(|(a, b)| 4 - nonzero_bytes(a ^ b))
                 .sum();
-            return f64::from(same) / MINHASH_K as f64;
+            return estimate(same);
         }
         similarity(&self.full_sig(), other_full())
     }
@@ -692,6 +704,50 @@ mod tests {
             }
         }
         assert!(similarity(&sigs[0], &sigs[1]) > similarity(&sigs[0], &sigs[2]));
+    }
+
+    proptest::proptest! {
+        /// Byte by byte on the packed words, including the bytes whose high bit alone differs.
+        #[test]
+        fn packed_comparison_counts_agreeing_slots(
+            a in proptest::array::uniform32(proptest::prelude::any::<u8>()),
+            other in proptest::array::uniform32(proptest::prelude::any::<u8>()),
+            keep in proptest::array::uniform32(0u8..4),
+        ) {
+            // Slots of `b` equal `a`'s, differ in the high bit only, or are unrelated.
+            let b: Signature = std::array::from_fn(|i| match keep[i] {
+                0 | 1 => a[i],
+                2 => a[i] ^ 0x80,
+                _ => other[i],
+            });
+            let (pa, pb) = (pack(&a), pack(&b));
+            proptest::prop_assert_eq!(unpack(&pa), a);
+            let call = |sig| Call { tool: 1, result: 2, kind: OutKind::Empty, full: true, sig };
+            proptest::prop_assert_eq!(call(&pa[..]).similarity(&call(&pb[..]), || &b), similarity(&a, &b));
+        }
+    }
+
+    /// Records of version 3 and before kept up to eight feature hashes; past [`MAX_FEATURES`]
+    /// they restore as the full signature of those features, not cut to the first few.
+    #[test]
+    fn records_with_more_features_restore_as_their_signature() {
+        let f: Vec<u64> = (1..=8).map(|i| i * 0x9e37_79b9_7f4a_7c15).collect();
+        assert!(f.len() > MAX_FEATURES);
+        assert_eq!(
+            encode(Sig::Features { f: f.clone() }),
+            (true, pack(&minhash_of(&f)).to_vec())
+        );
+        let few = f[..MAX_FEATURES].to_vec();
+        let (full, words) = encode(Sig::Features { f: few.clone() });
+        let c = Call {
+            tool: 1,
+            result: 2,
+            kind: OutKind::Empty,
+            full,
+            sig: &words,
+        };
+        assert!(!full);
+        assert_eq!(c.full_sig(), minhash_of(&few));
     }
 
     #[test]

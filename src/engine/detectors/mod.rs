@@ -625,6 +625,11 @@ pub fn hex64(k: u64) -> String {
     format!("{k:016x}")
 }
 
+/// The low half of a 64-bit key, what [`Progress`] keeps of it.
+fn low32(k: u64) -> u32 {
+    k as u32
+}
+
 /// Run-wide counters shared by several detectors.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
@@ -635,8 +640,11 @@ pub struct Progress {
     /// Successful, non-repeatable tool calls whose action was not among the recent ones.
     pub novel_actions: u64,
     /// The recent outputs (the first `outputs` values) then the recent actions, each oldest
-    /// first: one allocation per open run instead of two queues.
-    recent: Vec<u64>,
+    /// first: one allocation per open run instead of two queues. Each is the low half of its
+    /// key ([`low32`]): they are only tested for membership, among at most [`Self::RECENT`],
+    /// so a new key passes for a known one with probability at most 2⁻²⁶, and half the bytes
+    /// are a few percent of an open run.
+    recent: Vec<u32>,
     outputs: u32,
 }
 
@@ -667,10 +675,11 @@ impl Serialize for Progress {
 
 impl<'de> Deserialize<'de> for Progress {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Records of version 3 and before hold whole keys: read as their low halves.
         let r = ProgressRecord::<VecDeque<u64>, VecDeque<u64>>::deserialize(d)?;
-        let mut recent: Vec<u64> = r.recent_outputs.into_iter().collect();
+        let mut recent: Vec<u32> = r.recent_outputs.into_iter().map(low32).collect();
         let outputs = u32::try_from(recent.len()).map_err(serde::de::Error::custom)?;
-        recent.extend(r.recent_actions);
+        recent.extend(r.recent_actions.into_iter().map(low32));
         Ok(Self {
             seq: r.seq,
             novel_outputs: r.novel_outputs,
@@ -701,7 +710,7 @@ impl Progress {
     }
 
     /// Insert at `at`, growing by a quarter rather than doubling: most runs are short.
-    fn insert(&mut self, at: usize, x: u64) {
+    fn insert(&mut self, at: usize, x: u32) {
         let len = self.recent.len();
         if len == self.recent.capacity() {
             self.recent.reserve_exact((len / 4).max(4));
@@ -715,19 +724,21 @@ impl Progress {
             return;
         }
         let no = self.outputs();
-        if !self.recent[..no].contains(&v.output_key) {
+        let output = low32(v.output_key);
+        if !self.recent[..no].contains(&output) {
             self.novel_outputs += 1;
             let mut no = no;
             if no >= Self::RECENT {
                 self.recent.remove(0);
                 no -= 1;
             }
-            self.insert(no, v.output_key);
+            self.insert(no, output);
             // At most RECENT.
             self.outputs = (no + 1) as u32;
         }
         let no = self.outputs();
-        let known = self.recent[no..].contains(&v.action_key);
+        let action = low32(v.action_key);
+        let known = self.recent[no..].contains(&action);
         if v.failure.is_none() && !v.class.is_repeatable() && !known {
             self.novel_actions += 1;
         }
@@ -736,7 +747,7 @@ impl Progress {
                 self.recent.remove(no);
             }
             let end = self.recent.len();
-            self.insert(end, v.action_key);
+            self.insert(end, action);
         }
     }
 }
@@ -887,6 +898,24 @@ impl RunDetectors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records of version 3 and before hold whole keys in the recent sets: they restore as
+    /// the low halves a live run keeps, and are written back as those.
+    #[test]
+    fn progress_records_with_whole_keys_read_as_low_halves() {
+        let (out, act) = (0x1234_5678_9abc_def0_u64, 0xfedc_ba98_7654_3210_u64);
+        let json = format!(
+            r#"{{"seq":3,"novel_outputs":1,"novel_actions":1,"recent_outputs":[{out}],"recent_actions":[{act}]}}"#
+        );
+        let p: Progress = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            (p.recent.as_slice(), p.outputs()),
+            (&[0x9abc_def0, 0x7654_3210][..], 1)
+        );
+        let back = serde_json::to_value(&p).unwrap();
+        assert_eq!(back["recent_outputs"], serde_json::json!([0x9abc_def0_u32]));
+        assert_eq!(back["recent_actions"], serde_json::json!([0x7654_3210_u32]));
+    }
 
     #[test]
     fn windows_longer_than_the_history_holds_are_refused() {

@@ -53,71 +53,184 @@ impl Call {
     }
 }
 
-/// A call as the history stores it: 32 bytes, not 40. The step is an offset from the
-/// history's base step, and work, `repeatable` and the window bits share one word. Calls
-/// are most of an open run's state, so those 8 bytes are a tenth of it.
-#[derive(Debug, Clone, Copy)]
-struct Packed {
-    action: u64,
-    primary: u64,
-    output: u64,
-    step: u32,
-    /// `work << 6 | repeatable << 5 | bits`.
-    meta: u32,
+/// The window bits, `repeatable` and work of a call as one word of a stored call:
+/// `work << 6 | repeatable << 5 | bits`; `None` past 2^26 novel actions.
+fn meta_of(c: &Call) -> Option<u32> {
+    let work = u32::try_from(c.work).ok().filter(|w| *w < 1 << WORK_BITS)?;
+    Some(work << 6 | u32::from(c.repeatable) << 5 | u32::from(c.bits))
 }
 
 const WORK_BITS: u32 = 26;
 
-impl Packed {
-    /// `None` when the call does not fit: a step more than 2^32 past `base` (or before it),
-    /// or more than 2^26 novel actions before it.
+/// A stored form of a call, its step an offset from the store's base step. Calls are most of
+/// an open run's state, so each byte here is worth saving.
+trait Slot: Copy {
+    /// `None` when the call does not fit this form.
+    fn of(c: &Call, base: u64) -> Option<Self>;
+    fn call(&self, base: u64) -> Call;
+    fn meta(&self) -> u32;
+    fn set_meta(&mut self, m: u32);
+}
+
+fn step_of(c: &Call, base: u64) -> Option<u32> {
+    u32::try_from(c.step.checked_sub(base)?).ok()
+}
+
+fn call_of(base: u64, step: u32, action: u64, primary: u64, output: u64, meta: u32) -> Call {
+    Call {
+        step: base + u64::from(step),
+        action,
+        primary,
+        output,
+        work: u64::from(meta >> 6),
+        repeatable: meta & 32 != 0,
+        bits: (meta & 31) as u8,
+    }
+}
+
+/// 24 bytes: a call whose primary key is its action key, as every call is unless a tool
+/// policy names a primary argument.
+#[derive(Debug, Clone, Copy)]
+struct Lean {
+    action: u64,
+    output: u64,
+    step: u32,
+    meta: u32,
+}
+
+impl Slot for Lean {
     fn of(c: &Call, base: u64) -> Option<Self> {
-        let step = u32::try_from(c.step.checked_sub(base)?).ok()?;
-        let work = u32::try_from(c.work).ok().filter(|w| *w < 1 << WORK_BITS)?;
+        (c.primary == c.action).then_some(())?;
         Some(Self {
             action: c.action,
-            primary: c.primary,
             output: c.output,
-            step,
-            meta: work << 6 | u32::from(c.repeatable) << 5 | u32::from(c.bits),
+            step: step_of(c, base)?,
+            meta: meta_of(c)?,
         })
     }
 
     fn call(&self, base: u64) -> Call {
-        Call {
-            step: base + u64::from(self.step),
-            action: self.action,
-            primary: self.primary,
-            output: self.output,
-            work: u64::from(self.meta >> 6),
-            repeatable: self.meta & 32 != 0,
-            bits: (self.meta & 31) as u8,
-        }
+        call_of(
+            base,
+            self.step,
+            self.action,
+            self.action,
+            self.output,
+            self.meta,
+        )
     }
 
-    fn bits(&self) -> u8 {
-        (self.meta & 31) as u8
+    fn meta(&self) -> u32 {
+        self.meta
     }
 
-    fn set_bits(&mut self, b: u8) {
-        self.meta = self.meta & !31 | u32::from(b);
+    fn set_meta(&mut self, m: u32) {
+        self.meta = m;
     }
 }
 
-/// The calls, packed unless one does not fit; then, until the history is next empty, kept
-/// whole (steps four billion apart or a run past 2^26 novel actions: correct, only larger).
+/// 32 bytes: any call within 2^32 steps of the base and 2^26 novel actions.
+#[derive(Debug, Clone, Copy)]
+struct Wide {
+    action: u64,
+    primary: u64,
+    output: u64,
+    step: u32,
+    meta: u32,
+}
+
+impl Slot for Wide {
+    fn of(c: &Call, base: u64) -> Option<Self> {
+        Some(Self {
+            action: c.action,
+            primary: c.primary,
+            output: c.output,
+            step: step_of(c, base)?,
+            meta: meta_of(c)?,
+        })
+    }
+
+    fn call(&self, base: u64) -> Call {
+        call_of(
+            base,
+            self.step,
+            self.action,
+            self.primary,
+            self.output,
+            self.meta,
+        )
+    }
+
+    fn meta(&self) -> u32 {
+        self.meta
+    }
+
+    fn set_meta(&mut self, m: u32) {
+        self.meta = m;
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Packed<T> {
+    base: u64,
+    q: VecDeque<T>,
+}
+
+impl<T: Slot> Packed<T> {
+    /// All of `calls` in this form against their least step, if they all fit.
+    fn fit(calls: &[Call]) -> Option<Self> {
+        let base = calls.iter().map(|c| c.step).min().unwrap_or(0);
+        let mut q = VecDeque::with_capacity(calls.len());
+        for c in calls {
+            q.push_back(T::of(c, base)?);
+        }
+        Some(Self { base, q })
+    }
+
+    fn get(&self, i: usize) -> Call {
+        self.q[i].call(self.base)
+    }
+
+    fn bits(&self, i: usize) -> u8 {
+        (self.q[i].meta() & 31) as u8
+    }
+
+    fn set_bits(&mut self, i: usize, b: u8) {
+        let s = &mut self.q[i];
+        s.set_meta(s.meta() & !31 | u32::from(b));
+    }
+
+    /// False when `c` does not fit this form against this base.
+    fn push(&mut self, c: &Call) -> bool {
+        let Some(s) = T::of(c, self.base) else {
+            return false;
+        };
+        reserve(&mut self.q);
+        self.q.push_back(s);
+        true
+    }
+
+    fn retain_held(&mut self) {
+        self.q.retain(|s| s.meta() & 31 != 0);
+    }
+}
+
+/// The calls in the narrowest form all of them fit (lean, else wide, else whole: steps four
+/// billion apart or a run past 2^26 novel actions, correct and only larger), kept in it until
+/// the history is next empty.
 #[derive(Debug, Clone)]
 enum Store {
-    Packed { base: u64, q: VecDeque<Packed> },
+    Lean(Packed<Lean>),
+    Wide(Packed<Wide>),
     Whole(VecDeque<Call>),
 }
 
 impl Default for Store {
     fn default() -> Self {
-        Store::Packed {
+        Store::Lean(Packed {
             base: 0,
             q: VecDeque::new(),
-        }
+        })
     }
 }
 
@@ -131,28 +244,32 @@ fn reserve<T>(q: &mut VecDeque<T>) {
 impl Store {
     fn len(&self) -> usize {
         match self {
-            Store::Packed { q, .. } => q.len(),
+            Store::Lean(p) => p.q.len(),
+            Store::Wide(p) => p.q.len(),
             Store::Whole(q) => q.len(),
         }
     }
 
     fn get(&self, i: usize) -> Call {
         match self {
-            Store::Packed { base, q } => q[i].call(*base),
+            Store::Lean(p) => p.get(i),
+            Store::Wide(p) => p.get(i),
             Store::Whole(q) => q[i],
         }
     }
 
     fn bits(&self, i: usize) -> u8 {
         match self {
-            Store::Packed { q, .. } => q[i].bits(),
+            Store::Lean(p) => p.bits(i),
+            Store::Wide(p) => p.bits(i),
             Store::Whole(q) => q[i].bits,
         }
     }
 
     fn set_bits(&mut self, i: usize, b: u8) {
         match self {
-            Store::Packed { q, .. } => q[i].set_bits(b),
+            Store::Lean(p) => p.set_bits(i, b),
+            Store::Wide(p) => p.set_bits(i, b),
             Store::Whole(q) => q[i].bits = b,
         }
     }
@@ -161,51 +278,49 @@ impl Store {
         if self.len() == 0 {
             // A fresh base: the next calls are usually a few steps later.
             let mut q = match std::mem::take(self) {
-                Store::Packed { q, .. } => q,
-                Store::Whole(_) => VecDeque::new(),
+                Store::Lean(p) => p.q,
+                _ => VecDeque::new(),
             };
             q.clear();
-            *self = Store::Packed { base: c.step, q };
+            *self = Store::Lean(Packed { base: c.step, q });
         }
-        if let Store::Packed { base, q } = self {
-            if let Some(p) = Packed::of(&c, *base) {
+        let fits = match self {
+            Store::Lean(p) => p.push(&c),
+            Store::Wide(p) => p.push(&c),
+            Store::Whole(q) => {
                 reserve(q);
-                q.push_back(p);
-                return;
+                q.push_back(c);
+                true
             }
-            // An earlier step than the base (steps may arrive out of order): rebase if all fit.
-            let low = c.step.min(*base);
-            let re: Option<VecDeque<Packed>> = q
-                .iter()
-                .map(|p| Packed::of(&p.call(*base), low))
-                .chain(std::iter::once(Packed::of(&c, low)))
-                .collect();
-            if let Some(mut re) = re {
-                re.shrink_to_fit();
-                *self = Store::Packed { base: low, q: re };
-                return;
-            }
-            let mut whole: VecDeque<Call> = q.iter().map(|p| p.call(*base)).collect();
-            whole.push_back(c);
-            *self = Store::Whole(whole);
+        };
+        if fits {
             return;
         }
-        if let Store::Whole(q) = self {
-            reserve(q);
-            q.push_back(c);
-        }
+        // An earlier step than the base (steps may arrive out of order), one too far past it,
+        // or a call the form cannot hold: every call again, in the narrowest form that fits.
+        let mut calls: Vec<Call> = (0..self.len()).map(|i| self.get(i)).collect();
+        calls.push(c);
+        *self = if let Some(p) = Packed::fit(&calls) {
+            Store::Lean(p)
+        } else if let Some(p) = Packed::fit(&calls) {
+            Store::Wide(p)
+        } else {
+            Store::Whole(calls.into())
+        };
     }
 
     fn pop_back(&mut self) {
         match self {
-            Store::Packed { q, .. } => drop(q.pop_back()),
+            Store::Lean(p) => drop(p.q.pop_back()),
+            Store::Wide(p) => drop(p.q.pop_back()),
             Store::Whole(q) => drop(q.pop_back()),
         }
     }
 
     fn pop_front(&mut self) {
         match self {
-            Store::Packed { q, .. } => drop(q.pop_front()),
+            Store::Lean(p) => drop(p.q.pop_front()),
+            Store::Wide(p) => drop(p.q.pop_front()),
             Store::Whole(q) => drop(q.pop_front()),
         }
     }
@@ -213,7 +328,8 @@ impl Store {
     /// Keep only the calls some window holds.
     fn retain_held(&mut self) {
         match self {
-            Store::Packed { q, .. } => q.retain(|p| p.bits() != 0),
+            Store::Lean(p) => p.retain_held(),
+            Store::Wide(p) => p.retain_held(),
             Store::Whole(q) => q.retain(|c| c.bits != 0),
         }
     }
@@ -515,10 +631,34 @@ mod tests {
             h.settle();
             h.push(call(7));
             assert!(
-                matches!(h.calls, Store::Packed { base: 7, .. }),
+                matches!(h.calls, Store::Lean(Packed { base: 7, .. })),
                 "{calls:?}"
             );
         }
+    }
+
+    /// Calls whose primary key is their action keep 24 bytes; the first that differs widens
+    /// the store, and every call still comes back exactly.
+    #[test]
+    fn a_call_with_its_own_primary_widens_the_store() {
+        let mut h = History::default();
+        let mut want = Vec::new();
+        for i in 0..6u64 {
+            let primary = if i == 3 { 99 } else { i * 7 };
+            let mut c = Call::new(10 + i, i * 7, primary, i, i, false);
+            h.push(c);
+            h.join(CYCLE, 64);
+            h.settle();
+            c.bits = CYCLE;
+            want.push(c);
+            assert_eq!(matches!(h.calls, Store::Lean(_)), i < 3, "{i}");
+        }
+        assert!(matches!(h.calls, Store::Wide(_)));
+        assert_eq!(h.members(CYCLE).collect::<Vec<_>>(), want);
+        h.leave(CYCLE, |_| true);
+        h.settle();
+        h.push(call(1));
+        assert!(matches!(h.calls, Store::Lean(_)));
     }
 
     #[test]

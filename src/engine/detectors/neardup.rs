@@ -731,7 +731,9 @@ mod tests {
     /// they restore as the full signature of those features, not cut to the first few.
     #[test]
     fn records_with_more_features_restore_as_their_signature() {
-        let f: Vec<u64> = (1..=8).map(|i| i * 0x9e37_79b9_7f4a_7c15).collect();
+        let f: Vec<u64> = (1..=8u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect();
         assert!(f.len() > MAX_FEATURES);
         assert_eq!(
             encode(Sig::Features { f: f.clone() }),

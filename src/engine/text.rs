@@ -464,8 +464,9 @@ pub fn truncate(full: &[u32; MINHASH_K]) -> Signature {
 }
 
 /// Reads a signature written with 32-bit slots (records of versions 1 and 2), 16-bit ones
-/// (version 3) or bytes: the low byte of any of them is the stored slot. Any length is accepted, as earlier versions did: surplus slots are dropped
-/// and missing ones read as an empty set's, so a malformed record restores instead of failing.
+/// (version 3) or bytes: the low byte of any of them is the stored slot. Any length is
+/// accepted, as earlier versions did: surplus slots are dropped and missing ones read as an
+/// empty set's, so a malformed record restores instead of failing.
 pub fn signature_from(values: impl IntoIterator<Item = u64>) -> Signature {
     let mut sig = [u8::MAX; MINHASH_K];
     for (slot, v) in sig.iter_mut().zip(values) {

@@ -59,7 +59,8 @@ impl From<KeelwaveRecord> for KeelwaveState {
             }
         }
         Self {
-            first,
+            // Records written before a fired run dropped its fingerprints still hold them.
+            first: if r.fired { VecMap::default() } else { first },
             fired: r.fired,
         }
     }
@@ -80,11 +81,16 @@ impl KeelwaveState {
         let (true, Some(fp), Some(tool)) = (cfg.enabled, fps.raw, step.tool_name.as_deref()) else {
             return;
         };
+        // Like keelwave's client: only the first duplicate of the run marks it, so after it
+        // the fingerprints seen are of no use and are not kept.
+        if self.fired {
+            return;
+        }
         let key = prefix(&fp);
         match self.first.get(&key) {
-            Some(&first) if !self.fired => {
-                // Like keelwave's client: only the first duplicate of the run marks it.
+            Some(&first) => {
                 self.fired = true;
+                self.first = VecMap::default();
                 out.push(Finding {
                     detector: "keelwave_fingerprint",
                     severity: cfg.severity,
@@ -98,12 +104,49 @@ impl KeelwaveState {
                     corroborating: false,
                 });
             }
-            Some(_) => {}
             None => {
                 if self.first.len() < cfg.max_fingerprints {
                     self.first.insert(key, step.step_index);
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::detectors::view::tests::step;
+    use crate::engine::detectors::DetectorConfig;
+
+    /// Only the first duplicate marks a run; after it no fingerprint is kept, and a record of
+    /// a fired run that still lists some (written before) restores without them.
+    #[test]
+    fn a_fired_run_keeps_no_fingerprints() {
+        let (cfg, dcfg) = (KeelwaveConfig::default(), DetectorConfig::default());
+        let mut st = KeelwaveState::default();
+        let mut out = Vec::new();
+        let inputs = [
+            r#"{"a":1}"#,
+            r#"{"a":2}"#,
+            r#"{"a":1}"#,
+            r#"{"a":3}"#,
+            r#"{"a":2}"#,
+        ];
+        for (i, input) in inputs.iter().enumerate() {
+            let mut s = step("search", input, "null", Some(true));
+            s.step_index = i as u64;
+            st.on_step(&cfg, &s, &StepFingerprints::compute(&s, &dcfg), &mut out);
+            assert_eq!(st.first.len(), if i < 2 { i + 1 } else { 0 }, "{i}");
+        }
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].step_indices, vec![0, 2]);
+        assert!(st.fired);
+        let r: KeelwaveState =
+            serde_json::from_str(r#"{"first":{"1":0,"2":1},"fired":true}"#).unwrap();
+        assert!(r.fired && r.first.is_empty());
+        let r: KeelwaveState =
+            serde_json::from_str(r#"{"first":{"1":0,"2":1},"fired":false}"#).unwrap();
+        assert_eq!(r.first.len(), 2);
     }
 }

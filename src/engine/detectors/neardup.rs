@@ -723,7 +723,8 @@ mod tests {
             let (pa, pb) = (pack(&a), pack(&b));
             proptest::prop_assert_eq!(unpack(&pa), a);
             let call = |sig| Call { tool: 1, result: 2, kind: OutKind::Empty, full: true, sig };
-            proptest::prop_assert_eq!(call(&pa[..]).similarity(&call(&pb[..]), || &b), similarity(&a, &b));
+            let packed = call(&pa[..]).similarity(&call(&pb[..]), || &b);
+            proptest::prop_assert_eq!(packed, similarity(&a, &b));
         }
     }
 

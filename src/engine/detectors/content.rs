@@ -56,7 +56,20 @@ struct Thought {
     #[serde(deserialize_with = "deserialize_signature")]
     sig: Signature,
     rich: bool,
-    novel_at: u64,
+    /// The run's information count when the thought was seen, in 32 bits (saturating), so a
+    /// thought takes 56 bytes, not 64: runs do not reach four billion novel outputs, and one
+    /// that did would only stop matching thoughts as repeats (see [`same_info`]).
+    #[serde(deserialize_with = "saturating_u32")]
+    novel_at: u32,
+}
+
+fn saturating_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    Ok(u32::try_from(u64::deserialize(d)?).unwrap_or(u32::MAX))
+}
+
+/// Whether a thought was seen at information count `info`; never past 32 bits.
+fn same_info(t: &Thought, info: u64) -> bool {
+    t.novel_at != u32::MAX && u64::from(t.novel_at) == info
 }
 
 impl Serialize for Thought {
@@ -177,11 +190,11 @@ impl ContentState {
         }
         // Information so far, including this message if it is new.
         let info = novel + self.novel_messages;
-        cur.novel_at = info;
+        cur.novel_at = u32::try_from(info).unwrap_or(u32::MAX);
         let mut steps: Vec<u64> = self
             .thoughts
             .iter()
-            .filter(|t| t.novel_at == info && like(t))
+            .filter(|t| same_info(t, info) && like(t))
             .map(|t| t.step)
             .collect();
         steps.push(step);
@@ -313,6 +326,24 @@ fn chanting(cfg: &ContentConfig, content: &str, step: u64) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thought keeps its information count in 32 bits: counts that fit compare exactly, and
+    /// one past them (only a record could hold it) saturates and matches no count.
+    #[test]
+    fn information_counts_past_32_bits_match_nothing() {
+        let sig = vec![0u8; crate::engine::text::MINHASH_K];
+        let read = |n: u64| -> Thought {
+            serde_json::from_value(serde_json::json!([7, 9, sig, true, n])).unwrap()
+        };
+        let t = read(5);
+        assert!(same_info(&t, 5) && !same_info(&t, 6));
+        let t = read(u64::from(u32::MAX) - 1);
+        assert!(same_info(&t, u64::from(u32::MAX) - 1));
+        let t = read(1 << 40);
+        assert_eq!(t.novel_at, u32::MAX);
+        assert!(!same_info(&t, 1 << 40) && !same_info(&t, u64::from(u32::MAX)));
+        assert_eq!(std::mem::size_of::<Thought>(), 56);
+    }
 
     proptest::proptest! {
         /// `chanting` skips messages shorter than its minimum before building their chant

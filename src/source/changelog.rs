@@ -4,8 +4,9 @@
 //! near-duplicate detector's MinHash inputs instead of full signatures where smaller; version 3
 //! writes signatures with 16-bit slots, which a version 2 reader would compare against its
 //! 32-bit ones without a word, so it refuses them instead; version 4 writes them with byte
-//! slots, keeps at most four feature hashes and the low halves of the progress detector's
-//! recent keys; every version reads the ones before it):
+//! slots, keeps at most four feature hashes, the low halves of the progress detector's recent
+//! keys, thoughts' information counts in 32 bits and no fingerprints for a run keelwave
+//! already marked; every version reads the ones before it):
 //! - key `["<project_id>","<run_id>"]`, value `{"v":1,"state":RunState}`: an open run;
 //! - same key, value `{"v":1,"ended":true}`: the run ended (late events cannot reopen it);
 //! - same key, no value (tombstone): the ended run was forgotten;

@@ -34,8 +34,70 @@ impl Default for ContextConfig {
 /// The recent outputs are the run's shared [`History`] (bit [`CONTEXT`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContextState {
-    samples: VecDeque<(u64, u64)>,
+    samples: Samples,
     latch: Latch,
+}
+
+/// The recent (step, tokens_in_context) samples, oldest first: 8 bytes each while both fit in
+/// 32 bits (every real run), 16 from the first that does not. Compared and written as the
+/// pairs they hold, whichever form holds them.
+#[derive(Debug, Clone)]
+enum Samples {
+    Narrow(VecDeque<(u32, u32)>),
+    Wide(VecDeque<(u64, u64)>),
+}
+
+impl Default for Samples {
+    fn default() -> Self {
+        Samples::Narrow(VecDeque::new())
+    }
+}
+
+impl Samples {
+    fn len(&self) -> usize {
+        match self {
+            Samples::Narrow(q) => q.len(),
+            Samples::Wide(q) => q.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> (u64, u64) {
+        match self {
+            Samples::Narrow(q) => (u64::from(q[i].0), u64::from(q[i].1)),
+            Samples::Wide(q) => q[i],
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Append, keeping at most `cap`.
+    fn push(&mut self, (step, tokens): (u64, u64), cap: usize) {
+        if let Samples::Narrow(q) = self {
+            if let (Ok(s), Ok(t)) = (u32::try_from(step), u32::try_from(tokens)) {
+                push_bounded(q, (s, t), cap);
+                return;
+            }
+            let wide = q.iter().map(|&(s, t)| (u64::from(s), u64::from(t)));
+            *self = Samples::Wide(wide.collect());
+        }
+        if let Samples::Wide(q) = self {
+            push_bounded(q, (step, tokens), cap);
+        }
+    }
+}
+
+impl PartialEq for Samples {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Serialize for Samples {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
 }
 
 /// The state as records hold it: with its window of outputs.
@@ -51,8 +113,12 @@ impl Record {
         for output in self.outputs {
             h.restore(Call::new(0, 0, 0, output, 0, false), CONTEXT);
         }
+        let mut samples = Samples::default();
+        for s in self.samples {
+            samples.push(s, usize::MAX);
+        }
         ContextState {
-            samples: self.samples,
+            samples,
             latch: self.latch,
         }
     }
@@ -95,7 +161,7 @@ impl ContextState {
             return;
         };
         let step = v.step.step_index;
-        push_bounded(&mut self.samples, (step, tokens), w);
+        self.samples.push((step, tokens), w);
         let over = cfg.abs_threshold > 0 && tokens >= cfg.abs_threshold;
         if let Some(sev) = self.latch.rise(ABS, over.then_some(Severity::Warn)) {
             out.push(Finding {
@@ -112,7 +178,10 @@ impl ContextState {
             });
         }
         let ballooning = self.samples.len() >= w && {
-            let (first, last) = (self.samples[0].1, self.samples[self.samples.len() - 1].1);
+            let (first, last) = (
+                self.samples.get(0).1,
+                self.samples.get(self.samples.len() - 1).1,
+            );
             let rate = last.saturating_sub(first) / (self.samples.len() as u64 - 1);
             let distinct: BTreeSet<u64> = hist.members(CONTEXT).map(|c| c.output).collect();
             cfg.rate_threshold > 0
@@ -138,5 +207,41 @@ impl ContextState {
                 corroborating: true,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples that fit 32 bits stay narrow; the first that does not widens the rest, and
+    /// every sample comes back, is compared and is written exactly as given.
+    #[test]
+    fn samples_come_back_exactly_whatever_their_size() {
+        let given = [
+            (1, 10),
+            (2, u64::from(u32::MAX)),
+            (3, 1 << 40),
+            (u64::MAX, 4),
+            (5, 5),
+        ];
+        let mut s = Samples::default();
+        let mut plain = VecDeque::new();
+        for (i, &x) in given.iter().enumerate() {
+            s.push(x, 4);
+            push_bounded(&mut plain, x, 4);
+            assert_eq!(matches!(s, Samples::Narrow(_)), i < 2, "{i}");
+            assert_eq!(s.iter().collect::<VecDeque<_>>(), plain);
+        }
+        assert_eq!(
+            serde_json::to_value(&s).unwrap(),
+            serde_json::to_value(&plain).unwrap()
+        );
+        let mut narrow = Samples::default();
+        narrow.push((7, 7), 4);
+        let mut wide = Samples::Wide(VecDeque::new());
+        wide.push((7, 7), 4);
+        assert!(matches!(wide, Samples::Wide(_)));
+        assert_eq!(narrow, wide);
     }
 }

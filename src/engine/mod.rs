@@ -23,44 +23,58 @@ use rustc_hash::{FxBuildHasher, FxHashMap};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
+use triomphe::ThinArc;
 
-/// A run's key as the engine holds it: project and run id end to end in one string, shared by
-/// the run table and the idle/eviction/dirty indexes. One pointer to clone, and two heap
-/// blocks per open run instead of a `RunKey`'s three.
-#[derive(Debug)]
-struct PackedKey {
-    text: Box<str>,
+/// A run's key as the engine holds it: project and run id end to end, shared by the run table
+/// and the idle/eviction/dirty indexes. A thin pointer to one heap block (count, header and
+/// bytes together), where an `Arc` of a boxed string took two blocks and 24 more bytes per open
+/// run.
+#[derive(Clone)]
+struct PackedKey(ThinArc<KeyHeader, u8>);
+
+struct KeyHeader {
     /// Where the run id starts (the project id's length).
     split: usize,
+    /// The run's slot is listed in `PartitionEngine::dirty` (it changed since the last
+    /// changelog flush). Kept here rather than in the slot, whose 16 bytes (two pointers) are
+    /// then all of a run table entry; each open run has its own key, created with its slot.
+    listed: AtomicBool,
 }
 
-type SharedKey = Arc<PackedKey>;
+type SharedKey = PackedKey;
 
 impl PackedKey {
     fn new(k: &RunKey) -> SharedKey {
-        let mut text = String::with_capacity(k.project_id.len() + k.run_id.len());
-        text.push_str(&k.project_id);
-        text.push_str(&k.run_id);
-        Arc::new(Self {
-            text: text.into_boxed_str(),
+        let header = KeyHeader {
             split: k.project_id.len(),
-        })
+            listed: AtomicBool::new(false),
+        };
+        let bytes = [k.project_id.as_bytes(), k.run_id.as_bytes()].concat();
+        Self(ThinArc::from_header_and_slice(header, &bytes))
     }
 
-    fn parts(&self) -> (&str, &str) {
-        self.text.split_at(self.split)
+    /// Project id and run id, as bytes: the key was made from two strings, and compares and
+    /// hashes as those do (bytewise), so it never needs to be read back as text but in
+    /// [`PackedKey::to_key`].
+    fn parts(&self) -> (&[u8], &[u8]) {
+        let split = self.0.header.header.split;
+        self.0.slice.split_at(split.min(self.0.slice.len()))
     }
 
-    /// On every event's table probe: lengths first, then bytes (no char-boundary checks).
+    fn listed(&self) -> bool {
+        self.0.header.header.listed.load(Relaxed)
+    }
+
+    fn set_listed(&self, on: bool) {
+        self.0.header.header.listed.store(on, Relaxed);
+    }
+
+    /// On every event's table probe.
     fn is(&self, k: &RunKey) -> bool {
-        let t = self.text.as_bytes();
-        let (p, r) = (k.project_id.as_bytes(), k.run_id.as_bytes());
-        self.split == p.len()
-            && t.len() == p.len() + r.len()
-            && t[p.len()..] == *r
-            && t[..p.len()] == *p
+        self.parts() == (k.project_id.as_bytes(), k.run_id.as_bytes())
     }
 
     fn hash(&self) -> u64 {
@@ -68,15 +82,23 @@ impl PackedKey {
     }
 
     fn to_key(&self) -> RunKey {
+        // Both parts are whole strings' bytes, so the conversion never replaces anything.
         let (p, r) = self.parts();
         RunKey {
-            project_id: p.to_owned(),
-            run_id: r.to_owned(),
+            project_id: String::from_utf8_lossy(p).into_owned(),
+            run_id: String::from_utf8_lossy(r).into_owned(),
         }
     }
 }
 
-/// Ordered as `RunKey` is (project id, then run id): ties in the idle order break the same way.
+impl std::fmt::Debug for PackedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.to_key().fmt(f)
+    }
+}
+
+/// Ordered as `RunKey` is (project id, then run id; strings order bytewise): ties in the idle
+/// order break the same way.
 impl Ord for PackedKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.parts().cmp(&other.parts())
@@ -97,22 +119,28 @@ impl PartialEq for PackedKey {
 
 impl Eq for PackedKey {}
 
-/// One open run. `dirty` stands in for a set of changed runs: marking a run changed on every
-/// event is then a store, not a hash-set insert.
+/// One open run. Its key's `listed` flag stands in for a set of changed runs: marking a run
+/// changed on every event is then a load, not a hash-set probe.
 struct Slot {
     key: SharedKey,
     state: Box<RunState>,
-    dirty: bool,
 }
 
 /// The run tables are probed with this, computed once per event (hashing two strings for each
 /// of several lookups was a measurable share of an event's cost).
 fn hash_key(k: &RunKey) -> u64 {
-    hash_parts((&k.project_id, &k.run_id))
+    hash_parts((k.project_id.as_bytes(), k.run_id.as_bytes()))
 }
 
-fn hash_parts(parts: (&str, &str)) -> u64 {
-    FxBuildHasher.hash_one(parts)
+/// Each part as a string hashes (its bytes, then 0xff), so a key hashes the same from its
+/// strings and from its packed bytes.
+fn hash_parts((p, r): (&[u8], &[u8])) -> u64 {
+    let mut h = FxBuildHasher.build_hasher();
+    for part in [p, r] {
+        h.write(part);
+        h.write_u8(0xff);
+    }
+    h.finish()
 }
 
 /// What happened to one input event; the sink stage uses it to build rows.
@@ -321,7 +349,7 @@ impl PartitionEngine {
         end: impl FnOnce(&RunState) -> run::End<'static>,
         out: &mut Vec<OutputEvent>,
     ) -> Option<Result<(), (T, SharedKey)>> {
-        let slot = match self.runs.find_entry(key.hash(), |s| *s.key == *key) {
+        let slot = match self.runs.find_entry(key.hash(), |s| s.key == key) {
             Ok(e) => {
                 let t = time_of(&e.get().state);
                 if t != at {
@@ -336,7 +364,7 @@ impl PartitionEngine {
         let end = end(&state);
         self.close_minute(&key, &mut state, &end);
         out.push(OutputEvent::RunTerminated(terminated(&key, &state, end)));
-        self.mark_ended(key, slot.dirty);
+        self.mark_ended(key, slot.key.listed());
         Some(Ok(()))
     }
 
@@ -365,7 +393,6 @@ impl PartitionEngine {
                 Slot {
                     key: PackedKey::new(key),
                     state: Box::new(RunState::new(ts)),
-                    dirty: false,
                 },
                 |s| s.key.hash(),
             );
@@ -373,8 +400,8 @@ impl PartitionEngine {
         let Some(slot) = self.runs.find_mut(hash, |s| s.key.is(key)) else {
             unreachable!("run state inserted above")
         };
-        if !slot.dirty && self.changes {
-            slot.dirty = true;
+        if self.changes && !slot.key.listed() {
+            slot.key.set_listed(true);
             self.dirty.push(slot.key.clone());
         }
         let state = &mut *slot.state;
@@ -410,7 +437,7 @@ impl PartitionEngine {
                     &mut self.resolved_default,
                     &self.cfg,
                     &key.project_id,
-                    state.agent_name.as_deref().or(step.agent.as_deref()),
+                    state.agent_name().or(step.agent.as_deref()),
                 );
                 let dcfg = &resolved.cfg;
                 let canon = Canonical::compute_with(step, dcfg, &resolved.keys);
@@ -440,7 +467,7 @@ impl PartitionEngine {
                 let end = run::End::Finished(e);
                 self.close_minute(key, &mut state, &end);
                 out.push(OutputEvent::RunTerminated(terminated(key, &state, end)));
-                self.mark_ended(key.clone(), slot.dirty);
+                self.mark_ended(key.clone(), slot.key.listed());
                 Outcome::Lifecycle
             }
         }
@@ -578,8 +605,8 @@ impl PartitionEngine {
         keys.sort();
         keys.dedup();
         for k in &keys {
-            if let Some(s) = self.runs.find_mut(hash_key(k), |s| s.key.is(k)) {
-                s.dirty = false;
+            if let Some(s) = self.runs.find(hash_key(k), |s| s.key.is(k)) {
+                s.key.set_listed(false);
             }
         }
         let (runs, ended) = (&self.runs, &self.ended_set);
@@ -625,7 +652,7 @@ impl PartitionEngine {
             }
         }
         for (k, mut s) in runs {
-            self.names.share(&mut s.agent_name);
+            s.share_agent_name(&mut self.names);
             let hash = hash_key(&k);
             if self.ended_set.find(hash, |e| *e == k).is_some() {
                 continue;
@@ -641,7 +668,6 @@ impl PartitionEngine {
                 Slot {
                     key: k,
                     state: Box::new(s),
-                    dirty: false,
                 },
                 |x| x.key.hash(),
             );
@@ -731,7 +757,7 @@ fn build_signal(key: &RunKey, state: &mut RunState, step: &Step, f: detectors::F
         ]),
         project_id: key.project_id.clone(),
         run_id: key.run_id.clone(),
-        agent_name: state.agent_name.as_deref().map(str::to_owned),
+        agent_name: state.agent_name().map(str::to_owned),
         step_index: step.step_index,
         ts: format_ts(step.ts_ms),
         detector: f.detector.to_string(),
@@ -751,7 +777,7 @@ fn terminated(key: &RunKey, state: &RunState, end: run::End<'_>) -> RunTerminate
         event_id: event_id(&[&key.project_id, &key.run_id, "run_terminated"]),
         project_id: key.project_id.clone(),
         run_id: key.run_id.clone(),
-        agent_name: state.agent_name.as_deref().map(str::to_owned),
+        agent_name: state.agent_name().map(str::to_owned),
         ts: format_ts(end_ms),
         started_at: format_ts(state.started_ms()),
         status: status.to_string(),
@@ -815,6 +841,41 @@ fn murmur2(data: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A packed key is its two strings: equal, ordered and hashed as the `RunKey` it came from,
+    /// wherever the project id ends.
+    #[test]
+    fn packed_keys_behave_as_their_run_keys() {
+        let key = |p: &str, r: &str| RunKey {
+            project_id: p.into(),
+            run_id: r.into(),
+        };
+        let keys = [
+            key("ab", "c"),
+            key("a", "bc"),
+            key("", "abc"),
+            key("abc", ""),
+            key("proj-1", "run-78b34b2853aad6a1"),
+            key("projé", "rün-✓"),
+            key("a", "b"),
+        ];
+        for a in &keys {
+            let pa = PackedKey::new(a);
+            assert_eq!(pa.to_key(), *a);
+            assert_eq!(pa.hash(), hash_key(a));
+            assert!(!pa.listed());
+            for b in &keys {
+                let pb = PackedKey::new(b);
+                assert_eq!(pa.is(b), a == b, "{a:?} {b:?}");
+                assert_eq!(pa == pb, a == b, "{a:?} {b:?}");
+                assert_eq!(pa.cmp(&pb), a.cmp(b), "{a:?} {b:?}");
+            }
+        }
+        // The flag is the key's, shared by its clones.
+        let k = PackedKey::new(&keys[0]);
+        k.clone().set_listed(true);
+        assert!(k.listed());
+    }
 
     #[test]
     fn murmur2_matches_kafka_java_partitioner() {

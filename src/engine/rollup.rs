@@ -106,7 +106,7 @@ pub fn advance(key: &RunKey, state: &mut RunState, ts_ms: i64, out: &mut Vec<Clo
             let done = std::mem::replace(&mut **m, Minute::new(b));
             out.push(Closed {
                 key: key.clone(),
-                agent_name: state.agent_name.as_deref().map(str::to_owned),
+                agent_name: state.agent_name().map(str::to_owned),
                 minute: done,
                 ending: None,
             });
@@ -152,7 +152,7 @@ pub fn end(
     if let Some(m) = state.minute.take() {
         out.push(Closed {
             key: key.clone(),
-            agent_name: state.agent_name.as_deref().map(str::to_owned),
+            agent_name: state.agent_name().map(str::to_owned),
             minute: *m,
             ending: Some(Ending {
                 reason,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 #[serde(from = "RunStateIn")]
 pub struct RunState {
     /// Shared by the partition's runs of one agent (see [`Names`]).
-    pub agent_name: Option<Arc<str>>,
+    agent: Option<AgentName>,
     /// When the run's `run_started` said it began (if `set` has [`STARTED`]).
     started_ms: i64,
     pub first_ms: i64,
@@ -46,6 +46,10 @@ pub struct RunState {
     pub minute: Option<Box<super::rollup::Minute>>,
 }
 
+// An open run is this box and what its detectors hold; 384 bytes is one of the allocator's
+// size classes (the next is 448), so a field that crosses it costs 64 bytes of every open run.
+const _: () = assert!(std::mem::size_of::<RunState>() <= 384);
+
 const STARTED: u8 = 1;
 const LOOP_STEP: u8 = 2;
 const LOOP_CAUGHT: u8 = 4;
@@ -53,7 +57,7 @@ const LOOP_CAUGHT: u8 = 4;
 /// A run record as read: [`RunState`] with its options as options.
 #[derive(Deserialize)]
 struct RunStateIn {
-    agent_name: Option<Arc<str>>,
+    agent_name: Option<AgentName>,
     started_ms: Option<i64>,
     first_ms: i64,
     last_ts: i64,
@@ -85,7 +89,7 @@ impl From<RunStateIn> for RunState {
             }
         }
         Self {
-            agent_name: r.agent_name,
+            agent: r.agent_name,
             started_ms: r.started_ms.unwrap_or(0),
             first_ms: r.first_ms,
             last_ts: r.last_ts,
@@ -127,7 +131,7 @@ impl Serialize for RunState {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let mut st = s.serialize_struct("RunState", 18)?;
-        st.serialize_field("agent_name", &self.agent_name)?;
+        st.serialize_field("agent_name", &self.agent_name())?;
         st.serialize_field("started_ms", &self.reported_start())?;
         st.serialize_field("first_ms", &self.first_ms)?;
         st.serialize_field("last_ts", &self.last_ts)?;
@@ -153,6 +157,15 @@ impl Serialize for RunState {
 }
 
 impl RunState {
+    pub fn agent_name(&self) -> Option<&str> {
+        self.agent.as_deref().map(|n| &**n)
+    }
+
+    /// A restored run's agent name, shared with the live runs' ([`Names::share`]).
+    pub fn share_agent_name(&mut self, names: &mut Names) {
+        names.share(&mut self.agent);
+    }
+
     /// What budgets count.
     pub fn counts(&self) -> budget::Counts {
         budget::Counts {
@@ -165,7 +178,7 @@ impl RunState {
 
     pub fn new(ts: i64) -> Self {
         Self {
-            agent_name: None,
+            agent: None,
             started_ms: 0,
             first_ms: ts,
             last_ts: ts,
@@ -194,7 +207,7 @@ impl RunState {
     }
 
     pub fn on_started(&mut self, e: &RunStarted, names: &mut Names) {
-        self.agent_name = Some(names.get(&e.agent_name));
+        self.agent = Some(names.get(&e.agent_name));
         self.started_ms = e.ts_ms;
         self.set |= STARTED;
     }
@@ -206,9 +219,9 @@ impl RunState {
         }
         self.tokens = self.tokens.saturating_add(s.tokens.unwrap_or(0));
         self.cost_usd += s.cost_usd.unwrap_or(0.0);
-        if self.agent_name.is_none() {
+        if self.agent.is_none() {
             // A run_started may be missing; the step's agent is the best name we have.
-            self.agent_name = s.agent.as_deref().map(|a| names.get(a));
+            self.agent = s.agent.as_deref().map(|a| names.get(a));
         }
     }
 
@@ -292,31 +305,35 @@ impl RunState {
     }
 }
 
+/// An agent's name as runs hold it: a thin pointer (8 bytes in every open run, where an
+/// `Arc<str>` takes 16) to one allocation per name per partition ([`Names`]).
+pub type AgentName = Arc<Box<str>>;
+
 /// Agent names, one allocation per name per partition: a fleet runs a handful of agents over
 /// many runs, and a name per run was 32 bytes of every open run. Bounded: past
 /// [`Names::CAP`] names it starts over (runs keep theirs; only sharing is lost).
 #[derive(Debug, Default)]
-pub struct Names(HashTable<Arc<str>>);
+pub struct Names(HashTable<AgentName>);
 
 impl Names {
     const CAP: usize = 4096;
 
-    pub fn get(&mut self, name: &str) -> Arc<str> {
+    pub fn get(&mut self, name: &str) -> AgentName {
         let hash = FxBuildHasher.hash_one(name);
-        if let Some(n) = self.0.find(hash, |n| **n == *name) {
+        if let Some(n) = self.0.find(hash, |n| ***n == *name) {
             return n.clone();
         }
         if self.0.len() >= Self::CAP {
             self.0.clear();
         }
-        let n: Arc<str> = Arc::from(name);
+        let n: AgentName = Arc::new(name.into());
         self.0
-            .insert_unique(hash, n.clone(), |n| FxBuildHasher.hash_one(&**n));
+            .insert_unique(hash, n.clone(), |n| FxBuildHasher.hash_one(&***n));
         n
     }
 
     /// A restored run's name, shared with the live ones.
-    pub fn share(&mut self, name: &mut Option<Arc<str>>) {
+    pub fn share(&mut self, name: &mut Option<AgentName>) {
         if let Some(n) = name {
             *n = self.get(n);
         }

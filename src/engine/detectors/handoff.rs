@@ -10,6 +10,7 @@ use crate::engine::text::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
+use std::num::NonZeroU64;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -76,7 +77,8 @@ impl Serialize for Handoff {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(from = "HandoffRecord")]
 pub struct HandoffState {
-    last_agent: Option<u64>,
+    /// Non-zero so that the option takes 8 bytes, not 16 ([`agent_key`] is never zero).
+    last_agent: Option<NonZeroU64>,
     cycles: Lazy<Cycles>,
 }
 
@@ -101,7 +103,7 @@ impl From<HandoffRecord> for HandoffState {
             c.latch = r.latch;
         });
         Self {
-            last_agent: r.last_agent,
+            last_agent: r.last_agent.map(nonzero),
             cycles,
         }
     }
@@ -121,8 +123,14 @@ impl Serialize for HandoffState {
 }
 
 /// `key64("agent", name)`: memoised, as every step of a multi-agent run names its agent.
+/// Never zero: a hash that is zero is taken as one (a collision as likely as any other
+/// two names', 2⁻⁶⁴), so a key fits [`HandoffState::last_agent`]'s `NonZeroU64`.
 fn agent_key(name: &str) -> u64 {
-    name_key("agent", name)
+    name_key("agent", name).max(1)
+}
+
+fn nonzero(k: u64) -> NonZeroU64 {
+    NonZeroU64::new(k).unwrap_or(NonZeroU64::MIN)
 }
 
 fn payload_text(v: &StepView<'_>) -> String {
@@ -146,14 +154,14 @@ impl HandoffState {
         let to = agent_key(agent);
         let from = match (v.step.caller.as_deref(), self.last_agent) {
             (Some(c), _) => agent_key(c),
-            (None, Some(prev)) => prev,
+            (None, Some(prev)) => prev.get(),
             (None, None) => {
-                self.last_agent = Some(to);
+                self.last_agent = Some(nonzero(to));
                 return;
             }
         };
-        let changed = self.last_agent != Some(to);
-        self.last_agent = Some(to);
+        let changed = self.last_agent != Some(nonzero(to));
+        self.last_agent = Some(nonzero(to));
         if !changed || from == to {
             return;
         }
@@ -248,5 +256,31 @@ impl Cycles {
                 self.latch.rearm(k);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_keys_fit_a_nonzero_slot_and_records_keep_them() {
+        assert_eq!(nonzero(0), NonZeroU64::MIN);
+        let k = agent_key("planner");
+        let state = HandoffState {
+            last_agent: Some(nonzero(k)),
+            cycles: Lazy::default(),
+        };
+        let json = serde_json::to_value(&state).ok();
+        assert_eq!(
+            json,
+            Some(serde_json::json!({"last_agent": k, "hist": [], "latch": {"fired": {}}}))
+        );
+        let back = json.and_then(|j| serde_json::from_value::<HandoffState>(j).ok());
+        assert_eq!(back, Some(state));
+        // A zero key (in a record, never from `agent_key`) restores as the key it now stands for.
+        let zero = serde_json::json!({"last_agent": 0, "hist": [], "latch": {"fired": {}}});
+        let r = serde_json::from_value::<HandoffState>(zero).ok();
+        assert_eq!(r.and_then(|r| r.last_agent), Some(NonZeroU64::MIN));
     }
 }

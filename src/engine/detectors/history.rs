@@ -235,10 +235,10 @@ impl Default for Store {
     }
 }
 
-/// Grow by a quarter, not double: one history per open run, most of them short.
+/// Room for one more, exactly (see [`super::grow_exact`]).
 fn reserve<T>(q: &mut VecDeque<T>) {
     if q.len() == q.capacity() {
-        q.reserve_exact((q.len() / 4).max(2));
+        q.reserve_exact(1);
     }
 }
 

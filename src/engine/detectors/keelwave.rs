@@ -7,6 +7,7 @@ use crate::contract::{Severity, Step};
 use crate::engine::fingerprint::StepFingerprints;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use thin_vec::ThinVec;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -27,13 +28,110 @@ impl Default for KeelwaveConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(from = "KeelwaveRecord")]
 pub struct KeelwaveState {
-    /// First 8 bytes of the fingerprint -> first step index (16 bytes per entry instead of a
-    /// 64-char hex string; a 64-bit prefix collision is negligible at 4096 entries).
-    first: VecMap<u64, u64>,
-    fired: bool,
+    first: First,
+}
+
+/// First 8 bytes of the fingerprint -> first step index, in fingerprint order (8 bytes of
+/// prefix instead of a 64-char hex string; a 64-bit prefix collision is negligible at 4096
+/// entries).
+#[derive(Debug, Clone)]
+enum First {
+    /// While every step kept fits in 32 bits (every real run's): 12 bytes an entry, as
+    /// (prefix high, prefix low, step) words, where a (u64, u64) pair takes 16.
+    Narrow(ThinVec<[u32; 3]>),
+    /// From the first step that does not fit.
+    Wide(VecMap<u64, u64>),
+    /// The run was marked: like keelwave's client, only the first duplicate of a run marks
+    /// it, so the fingerprints seen are of no use after it and none is kept.
+    Fired,
+}
+
+impl Default for First {
+    fn default() -> Self {
+        First::Narrow(ThinVec::new())
+    }
+}
+
+fn narrow_key(e: &[u32; 3]) -> u64 {
+    u64::from(e[0]) << 32 | u64::from(e[1])
+}
+
+impl First {
+    fn len(&self) -> usize {
+        match self {
+            First::Narrow(v) => v.len(),
+            First::Wide(m) => m.len(),
+            First::Fired => 0,
+        }
+    }
+
+    fn get(&self, key: u64) -> Option<u64> {
+        match self {
+            First::Narrow(v) => v
+                .binary_search_by_key(&key, narrow_key)
+                .ok()
+                .map(|i| u64::from(v[i][2])),
+            First::Wide(m) => m.get(&key).copied(),
+            First::Fired => None,
+        }
+    }
+
+    /// Keeps `step` as `key`'s first, unless it has one.
+    fn insert(&mut self, key: u64, step: u64) {
+        if let First::Narrow(v) = self {
+            let Err(at) = v.binary_search_by_key(&key, narrow_key) else {
+                return;
+            };
+            if let Ok(s) = u32::try_from(step) {
+                if v.len() == v.capacity() {
+                    v.reserve_exact(1);
+                }
+                v.insert(at, [(key >> 32) as u32, key as u32, s]);
+                return;
+            }
+            *self = First::Wide(self.entries().collect());
+        }
+        if let First::Wide(m) = self {
+            m.get_or_insert_with(key, || step);
+        }
+    }
+
+    /// (prefix, first step), in prefix order.
+    fn entries(&self) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
+        match self {
+            First::Narrow(v) => Box::new(v.iter().map(|e| (narrow_key(e), u64::from(e[2])))),
+            First::Wide(m) => Box::new(m.iter().map(|(k, s)| (*k, *s))),
+            First::Fired => Box::new(std::iter::empty()),
+        }
+    }
+}
+
+/// Compared as the entries they hold, whichever form holds them.
+impl PartialEq for First {
+    fn eq(&self, other: &Self) -> bool {
+        matches!(self, First::Fired) == matches!(other, First::Fired)
+            && self.entries().eq(other.entries())
+    }
+}
+
+/// Records hold `first` as a map and `fired`, as they did before the forms existed.
+impl Serialize for KeelwaveState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        struct Map<'a>(&'a First);
+        impl Serialize for Map<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_map(self.0.entries())
+            }
+        }
+        let mut st = s.serialize_struct("KeelwaveState", 2)?;
+        st.serialize_field("first", &Map(&self.first))?;
+        st.serialize_field("fired", &matches!(self.first, First::Fired))?;
+        st.end()
+    }
 }
 
 /// What a record holds, including `first_seen` (hex keys) from records written before `first`
@@ -50,7 +148,16 @@ struct KeelwaveRecord {
 
 impl From<KeelwaveRecord> for KeelwaveState {
     fn from(r: KeelwaveRecord) -> Self {
-        let mut first = r.first;
+        // Records written before a fired run dropped its fingerprints still hold them.
+        if r.fired {
+            return Self {
+                first: First::Fired,
+            };
+        }
+        let mut first = First::default();
+        for (k, step) in r.first.iter() {
+            first.insert(*k, *step);
+        }
         for (hexkey, step) in r.first_seen {
             if let Ok(b) = hex::decode(&hexkey) {
                 if let Ok(fp) = <[u8; 32]>::try_from(b.as_slice()) {
@@ -58,11 +165,7 @@ impl From<KeelwaveRecord> for KeelwaveState {
                 }
             }
         }
-        Self {
-            // Records written before a fired run dropped its fingerprints still hold them.
-            first: if r.fired { VecMap::default() } else { first },
-            fired: r.fired,
-        }
+        Self { first }
     }
 }
 
@@ -81,16 +184,13 @@ impl KeelwaveState {
         let (true, Some(fp), Some(tool)) = (cfg.enabled, fps.raw, step.tool_name.as_deref()) else {
             return;
         };
-        // Like keelwave's client: only the first duplicate of the run marks it, so after it
-        // the fingerprints seen are of no use and are not kept.
-        if self.fired {
+        if matches!(self.first, First::Fired) {
             return;
         }
         let key = prefix(&fp);
-        match self.first.get(&key) {
-            Some(&first) => {
-                self.fired = true;
-                self.first = VecMap::default();
+        match self.first.get(key) {
+            Some(first) => {
+                self.first = First::Fired;
                 out.push(Finding {
                     detector: "keelwave_fingerprint",
                     severity: cfg.severity,
@@ -141,12 +241,56 @@ mod tests {
         }
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].step_indices, vec![0, 2]);
-        assert!(st.fired);
+        assert_eq!(st.first, First::Fired);
         let r: KeelwaveState =
             serde_json::from_str(r#"{"first":{"1":0,"2":1},"fired":true}"#).unwrap();
-        assert!(r.fired && r.first.is_empty());
+        assert_eq!(r.first, First::Fired);
         let r: KeelwaveState =
             serde_json::from_str(r#"{"first":{"1":0,"2":1},"fired":false}"#).unwrap();
         assert_eq!(r.first.len(), 2);
+    }
+
+    /// Steps past 32 bits widen the map, exactly; records are the same map in either form.
+    #[test]
+    fn steps_past_32_bits_are_kept_whole() {
+        let (cfg, dcfg) = (KeelwaveConfig::default(), DetectorConfig::default());
+        let steps = [5, u64::from(u32::MAX) + 9, 7, u64::MAX - 1];
+        let mut st = KeelwaveState::default();
+        let mut out = Vec::new();
+        for (i, at) in steps.iter().enumerate() {
+            let mut s = step("search", &format!(r#"{{"a":{i}}}"#), "null", Some(true));
+            s.step_index = *at;
+            st.on_step(&cfg, &s, &StepFingerprints::compute(&s, &dcfg), &mut out);
+            assert_eq!(matches!(st.first, First::Wide(_)), i >= 1, "{i}");
+        }
+        let mut kept: Vec<u64> = st.first.entries().map(|(_, s)| s).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![5, 7, u64::from(u32::MAX) + 9, u64::MAX - 1]);
+        // The duplicate of the wide step reports it exactly.
+        let mut s = step("search", r#"{"a":1}"#, "null", Some(true));
+        s.step_index = u64::MAX;
+        let mut back: KeelwaveState =
+            serde_json::from_value(serde_json::to_value(&st).unwrap()).unwrap();
+        assert_eq!(back, st);
+        back.on_step(&cfg, &s, &StepFingerprints::compute(&s, &dcfg), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].step_indices, vec![u64::from(u32::MAX) + 9, u64::MAX]);
+        // Narrow and wide forms of the same entries are equal and written alike.
+        let mut narrow = First::default();
+        narrow.insert(3, 1);
+        let wide = First::Wide([(3, 1)].into_iter().collect());
+        assert_eq!(narrow, wide);
+        let (n, w) = (
+            KeelwaveState { first: narrow },
+            KeelwaveState { first: wide },
+        );
+        assert_eq!(
+            serde_json::to_string(&n).ok(),
+            serde_json::to_string(&w).ok()
+        );
+        assert_eq!(
+            serde_json::to_string(&n).ok().as_deref(),
+            Some(r#"{"first":{"3":1},"fired":false}"#)
+        );
     }
 }

@@ -23,6 +23,7 @@ use crate::contract::input::TerminationReason;
 use crate::contract::{Severity, Step};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+use thin_vec::ThinVec;
 pub use view::{FailClass, OutKind, StepView, ToolClass};
 
 /// What a detector found at one step.
@@ -359,14 +360,15 @@ impl Resolved {
 
 /// A small ordered map kept as a sorted vector. Per-run maps hold a handful of entries and
 /// there are hundreds of thousands of runs: a B-tree node costs ~200 bytes however few keys it
-/// holds, this costs 16 per entry. Serialised exactly like a `BTreeMap` (a JSON object in key
-/// order), so changelog records are unchanged.
+/// holds, this costs 16 per entry, and a thin vector is 8 bytes inline and nothing on the heap
+/// while empty. Serialised exactly like a `BTreeMap` (a JSON object in key order), so
+/// changelog records are unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VecMap<K, V>(Vec<(K, V)>);
+pub struct VecMap<K, V>(ThinVec<(K, V)>);
 
 impl<K, V> Default for VecMap<K, V> {
     fn default() -> Self {
-        Self(Vec::new())
+        Self(ThinVec::new())
     }
 }
 
@@ -403,9 +405,9 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
     }
 
     fn grow(&mut self) {
+        // Exactly, as in [`grow_exact`].
         if self.0.len() == self.0.capacity() {
-            // Grow by half rather than double: most of these stay small.
-            self.0.reserve_exact((self.0.len() / 2).max(2));
+            self.0.reserve_exact(1);
         }
     }
 
@@ -413,7 +415,7 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         let v = self.find(k).ok().map(|i| self.0.remove(i).1);
         if self.0.is_empty() {
             // An emptied map keeps no capacity: most runs' maps empty again and stay so.
-            self.0 = Vec::new();
+            self.0 = ThinVec::new();
         }
         v
     }
@@ -439,6 +441,16 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
     }
 }
 
+impl<K: Ord + Copy, V> FromIterator<(K, V)> for VecMap<K, V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(it: I) -> Self {
+        let mut m = Self::default();
+        for (k, v) in it {
+            m.insert(k, v);
+        }
+        m
+    }
+}
+
 impl<K: Serialize, V: Serialize> Serialize for VecMap<K, V> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
@@ -455,12 +467,12 @@ impl<'de, K: Deserialize<'de> + Ord, V: Deserialize<'de>> Deserialize<'de> for V
 /// Rising-edge bookkeeping: the highest level already reported per pattern key. A level is
 /// reported once per crossing; a pattern that falls below its floor is forgotten (re-armed).
 ///
-/// Kept as an exact-size sorted slice (16 bytes inline, nothing on the heap while empty): seven
+/// Kept as a sorted thin vector (8 bytes inline, nothing on the heap while empty): seven
 /// detectors have one per open run, nearly all of them empty, and entries change only when a
 /// finding fires or re-arms. Serialised like a `BTreeMap` under `fired`, as before.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Latch {
-    fired: Box<[(u64, Severity)]>,
+    fired: ThinVec<(u64, Severity)>,
 }
 
 impl Latch {
@@ -472,9 +484,11 @@ impl Latch {
 
     fn remove(&mut self, k: u64) {
         if let Ok(i) = self.find(k) {
-            let mut v = std::mem::take(&mut self.fired).into_vec();
-            v.remove(i);
-            self.fired = v.into_boxed_slice();
+            self.fired.remove(i);
+            if self.fired.is_empty() {
+                // Back to no allocation, as nearly all latches are.
+                self.fired = ThinVec::new();
+            }
         }
     }
 
@@ -491,14 +505,15 @@ impl Latch {
                 Some(level)
             }
             Err(mut i) => {
-                let mut v = std::mem::take(&mut self.fired).into_vec();
-                if v.len() >= Self::CAP {
+                if self.fired.len() >= Self::CAP {
                     // Bounded: drop the smallest key (deterministic, order-independent).
-                    v.remove(0);
+                    self.fired.remove(0);
                     i = i.saturating_sub(1);
                 }
-                v.insert(i, (key, level));
-                self.fired = v.into_boxed_slice();
+                if self.fired.len() == self.fired.capacity() {
+                    self.fired.reserve_exact(1);
+                }
+                self.fired.insert(i, (key, level));
                 Some(level)
             }
         }
@@ -523,7 +538,7 @@ impl Serialize for Latch {
         }
         use serde::ser::SerializeStruct;
         let mut st = s.serialize_struct("Latch", 1)?;
-        st.serialize_field("fired", &Fired(&self.fired))?;
+        st.serialize_field("fired", &Fired(&self.fired[..]))?;
         st.end()
     }
 }
@@ -604,16 +619,24 @@ impl<'de, T: Default + PartialEq + Deserialize<'de>> Deserialize<'de> for Lazy<T
     }
 }
 
+/// Make room for one more element, and no more. A run's windows are nearly all it holds and
+/// most runs are short, so any slack reserved is a lasting cost of every open run; the
+/// allocator already rounds each block up to its size class and grows a block in place within
+/// it, so most of these growths are a `realloc` that returns the same block.
+pub fn grow_exact<T>(v: &mut Vec<T>) {
+    if v.len() == v.capacity() {
+        v.reserve_exact(1);
+    }
+}
+
 pub fn push_bounded<T>(q: &mut VecDeque<T>, x: T, cap: usize) {
-    // Make room first so a full window never grows past its bound, and grow by half up to
-    // the bound: there is one window per detector per open run, and doubling left up to half
-    // of each unused.
+    // Make room first so a full window never grows past its bound; growth is exact, as in
+    // [`grow_exact`].
     while cap > 0 && q.len() >= cap {
         q.pop_front();
     }
-    if q.len() == q.capacity() && q.len() < cap {
-        let want = (q.len() + q.len() / 2).max(4).min(cap);
-        q.reserve_exact(want.saturating_sub(q.len()));
+    if q.len() == q.capacity() {
+        q.reserve_exact(1);
     }
     q.push_back(x);
     while q.len() > cap {
@@ -709,12 +732,8 @@ impl Progress {
         (self.outputs as usize).min(self.recent.len())
     }
 
-    /// Insert at `at`, growing by a quarter rather than doubling: most runs are short.
     fn insert(&mut self, at: usize, x: u32) {
-        let len = self.recent.len();
-        if len == self.recent.capacity() {
-            self.recent.reserve_exact((len / 4).max(4));
-        }
+        grow_exact(&mut self.recent);
         self.recent.insert(at, x);
     }
 
@@ -1057,5 +1076,41 @@ mod tests {
         assert_eq!(l.rise(1, Some(Severity::Alert)), Some(Severity::Alert));
         assert_eq!(l.rise(1, None), None);
         assert_eq!(l.rise(1, Some(Severity::Warn)), Some(Severity::Warn));
+    }
+
+    #[test]
+    fn an_emptied_latch_or_map_holds_no_allocation() {
+        let mut l = Latch::default();
+        l.rise(7, Some(Severity::Warn));
+        l.rise(3, Some(Severity::Warn));
+        assert_eq!(l.keys(), vec![3, 7]);
+        l.rearm(7);
+        l.rearm(3);
+        assert_eq!(
+            (l.fired.capacity(), l, Latch::default().fired.capacity()),
+            (0, Latch::default(), 0)
+        );
+        let mut m = VecMap::<u64, u64>::default();
+        m.insert(1, 10);
+        assert_eq!(m.remove(&1), Some(10));
+        assert_eq!(m.0.capacity(), 0);
+    }
+
+    #[test]
+    fn windows_grow_exactly() {
+        let mut q = VecDeque::new();
+        let mut v = Vec::new();
+        for i in 0..40u64 {
+            push_bounded(&mut q, i, 25);
+            grow_exact(&mut v);
+            v.push(i);
+            assert_eq!(
+                (q.capacity(), v.capacity()),
+                (q.len(), v.len()),
+                "after {i}"
+            );
+        }
+        assert_eq!(q.len(), 25);
+        assert_eq!(q.front(), Some(&15));
     }
 }

@@ -323,11 +323,8 @@ impl NearDupState {
         // are the results) is laid out as the live one was.
         let own_result = c.kind == OutKind::Failure || c.result != output;
         let need = HEADER + 2 * usize::from(own_result) + sig.len();
-        let len = self.buf.len();
-        if self.buf.capacity() < len + need {
-            // Grow by a quarter, not double: one window per open run, most of them short.
-            self.buf.reserve_exact(need + len / 4);
-        }
+        // Exactly (see `super::grow_exact`).
+        self.buf.reserve_exact(need);
         let meta = (sig.len() as u32) << 5
             | u32::from(own_result) << 4
             | kind_code(c.kind) << 1

@@ -13,6 +13,7 @@ use crate::engine::text::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+use thin_vec::ThinVec;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -88,7 +89,9 @@ impl Serialize for Thought {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ContentState {
     thoughts: VecDeque<Thought>,
-    empty_streak: Vec<u64>,
+    /// Nearly always empty: thin (8 bytes inline, no allocation while empty), and freed when
+    /// a streak ends, so the boxed state of most runs is 64 bytes, not 80.
+    empty_streak: ThinVec<u64>,
     empty_novel_at: u64,
     /// Messages unlike any recent one: in a conversation a new message is new information,
     /// just as a new tool output is.
@@ -96,9 +99,12 @@ pub struct ContentState {
     latch: Latch,
 }
 
-/// The derived equality, but for `empty_streak`: the derive compares a `Vec<u64>` with
-/// `memcmp`, which for an empty vector reads its dangling pointer with a masked load, and that
-/// costs a fault assist (tens of nanoseconds) on AVX-512 machines. This runs on every tool step
+// Boxed for most runs (they have thoughts): 64 bytes is an allocator size class, 80 the next.
+const _: () = assert!(std::mem::size_of::<ContentState>() <= 64);
+
+/// The derived equality, but for `empty_streak`: the derive compares a `[u64]` with `memcmp`,
+/// which for an empty one may read a dangling pointer with a masked load, and that costs a
+/// fault assist (tens of nanoseconds) on AVX-512 machines. This runs on every tool step
 /// of every run (`Lazy::with` compares the state with its default), nearly always on empty
 /// vectors.
 impl PartialEq for ContentState {
@@ -133,7 +139,7 @@ impl ContentState {
         }
         if v.tool.is_some() {
             if now.novel_outputs != before.novel_outputs {
-                self.empty_streak.clear();
+                self.empty_streak = ThinVec::new();
             }
             return;
         }
@@ -144,10 +150,13 @@ impl ContentState {
         let novel = now.novel_outputs;
         if content.trim().is_empty() {
             if self.empty_novel_at != novel {
-                self.empty_streak.clear();
+                self.empty_streak = ThinVec::new();
             }
             self.empty_novel_at = novel;
             if self.empty_streak.len() < 64 {
+                if self.empty_streak.len() == self.empty_streak.capacity() {
+                    self.empty_streak.reserve_exact(1);
+                }
                 self.empty_streak.push(step);
             }
             let n = self.empty_streak.len() as u32;
@@ -158,14 +167,14 @@ impl ContentState {
                     sev,
                     key,
                     n,
-                    self.empty_streak.clone(),
+                    self.empty_streak.to_vec(),
                     serde_json::json!({"rule": "empty_response"}),
                 ));
             }
             return;
         }
         let empty_key = key64("content.empty", &[]);
-        self.empty_streak.clear();
+        self.empty_streak = ThinVec::new();
         self.latch.rearm(empty_key);
 
         if let Some(f) = chanting(cfg, content, step) {
@@ -343,6 +352,37 @@ mod tests {
         assert_eq!(t.novel_at, u32::MAX);
         assert!(!same_info(&t, 1 << 40) && !same_info(&t, u64::from(u32::MAX)));
         assert_eq!(std::mem::size_of::<Thought>(), 56);
+    }
+
+    /// Empty responses are counted in a streak that a real response ends; the ended streak
+    /// leaves no allocation behind (it is nearly always empty, in every open run).
+    #[test]
+    fn an_ended_empty_streak_is_reported_then_freed() {
+        use crate::engine::detectors::{budget, view::tests::step, DetectorConfig, RunDetectors};
+        use crate::engine::fingerprint::Canonical;
+        let cfg = DetectorConfig::default();
+        let mut d = RunDetectors::default();
+        let mut found = Vec::new();
+        let first = cfg.content.empty.floor();
+        for (i, text) in std::iter::repeat_n("", first as usize)
+            .chain(["the deploy finished and the smoke tests pass"])
+            .enumerate()
+        {
+            let mut s = step("unused", "null", "null", None);
+            (s.step_type, s.tool_name, s.step_index) = ("thought".into(), None, i as u64);
+            (s.tool_input, s.tool_output) = (None, None);
+            s.content = Some(text.into());
+            let canon = Canonical::compute(&s, &cfg);
+            let mut out = Vec::new();
+            d.on_step(&cfg, &s, &canon, budget::Counts::default(), &mut out);
+            found.extend(out.into_iter().map(|f| (i, f.detector, f.hits)));
+            let streak = d.content.get().map_or(0, |c| c.empty_streak.len());
+            assert_eq!(streak, if i < first as usize { i + 1 } else { 0 }, "{i}");
+        }
+        assert!(found
+            .iter()
+            .any(|(i, _, hits)| *i + 1 == first as usize && *hits == first));
+        assert_eq!(d.content.get().map_or(0, |c| c.empty_streak.capacity()), 0);
     }
 
     proptest::proptest! {

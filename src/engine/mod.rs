@@ -52,8 +52,11 @@ impl PackedKey {
             split: k.project_id.len(),
             listed: AtomicBool::new(false),
         };
-        let bytes = [k.project_id.as_bytes(), k.run_id.as_bytes()].concat();
-        Self(ThinArc::from_header_and_slice(header, &bytes))
+        // Written straight into the key's block (an exact-size iterator), with no copy between.
+        let (p, r) = (k.project_id.as_bytes(), k.run_id.as_bytes());
+        let bytes =
+            (0..p.len() + r.len()).map(|i| p.get(i).copied().unwrap_or_else(|| r[i - p.len()]));
+        Self(ThinArc::from_header_and_iter(header, bytes))
     }
 
     /// Project id and run id, as bytes: the key was made from two strings, and compares and

@@ -154,9 +154,7 @@ impl ContentState {
             }
             self.empty_novel_at = novel;
             if self.empty_streak.len() < 64 {
-                if self.empty_streak.len() == self.empty_streak.capacity() {
-                    self.empty_streak.reserve_exact(1);
-                }
+                super::grow_exact_thin(&mut self.empty_streak);
                 self.empty_streak.push(step);
             }
             let n = self.empty_streak.len() as u32;

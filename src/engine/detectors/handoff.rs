@@ -152,16 +152,17 @@ impl HandoffState {
             return;
         };
         let to = agent_key(agent);
+        let last = Some(nonzero(to));
         let from = match (v.step.caller.as_deref(), self.last_agent) {
             (Some(c), _) => agent_key(c),
             (None, Some(prev)) => prev.get(),
             (None, None) => {
-                self.last_agent = Some(nonzero(to));
+                self.last_agent = last;
                 return;
             }
         };
-        let changed = self.last_agent != Some(nonzero(to));
-        self.last_agent = Some(nonzero(to));
+        let changed = self.last_agent != last;
+        self.last_agent = last;
         if !changed || from == to {
             return;
         }

@@ -2,7 +2,7 @@
 //! occurrence as its start. Kept for parity with keelwave's `/loops`, as an `info` signal only:
 //! on its own it would call every healthy poll and retry a loop, so it never decides
 //! `loop_detected` (and never corroborates other detectors).
-use super::{Finding, VecMap};
+use super::{grow_exact_thin, Finding, VecMap};
 use crate::contract::{Severity, Step};
 use crate::engine::fingerprint::StepFingerprints;
 use serde::{Deserialize, Serialize};
@@ -86,9 +86,7 @@ impl First {
                 return;
             };
             if let Ok(s) = u32::try_from(step) {
-                if v.len() == v.capacity() {
-                    v.reserve_exact(1);
-                }
+                grow_exact_thin(v);
                 v.insert(at, [(key >> 32) as u32, key as u32, s]);
                 return;
             }

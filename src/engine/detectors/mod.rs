@@ -397,17 +397,10 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         match self.find(&k) {
             Ok(i) => Some(std::mem::replace(&mut self.0[i].1, v)),
             Err(i) => {
-                self.grow();
+                grow_exact_thin(&mut self.0);
                 self.0.insert(i, (k, v));
                 None
             }
-        }
-    }
-
-    fn grow(&mut self) {
-        // Exactly, as in [`grow_exact`].
-        if self.0.len() == self.0.capacity() {
-            self.0.reserve_exact(1);
         }
     }
 
@@ -428,7 +421,7 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         let i = match self.find(&k) {
             Ok(i) => i,
             Err(i) => {
-                self.grow();
+                grow_exact_thin(&mut self.0);
                 self.0.insert(i, (k, v()));
                 i
             }
@@ -510,9 +503,7 @@ impl Latch {
                     self.fired.remove(0);
                     i = i.saturating_sub(1);
                 }
-                if self.fired.len() == self.fired.capacity() {
-                    self.fired.reserve_exact(1);
-                }
+                grow_exact_thin(&mut self.fired);
                 self.fired.insert(i, (key, level));
                 Some(level)
             }
@@ -624,6 +615,13 @@ impl<'de, T: Default + PartialEq + Deserialize<'de>> Deserialize<'de> for Lazy<T
 /// allocator already rounds each block up to its size class and grows a block in place within
 /// it, so most of these growths are a `realloc` that returns the same block.
 pub fn grow_exact<T>(v: &mut Vec<T>) {
+    if v.len() == v.capacity() {
+        v.reserve_exact(1);
+    }
+}
+
+/// [`grow_exact`] for the thin vectors of mostly empty state.
+pub fn grow_exact_thin<T>(v: &mut ThinVec<T>) {
     if v.len() == v.capacity() {
         v.reserve_exact(1);
     }

@@ -44,10 +44,8 @@ struct KeyHeader {
     listed: AtomicBool,
 }
 
-type SharedKey = PackedKey;
-
 impl PackedKey {
-    fn new(k: &RunKey) -> SharedKey {
+    fn new(k: &RunKey) -> Self {
         let header = KeyHeader {
             split: k.project_id.len(),
             listed: AtomicBool::new(false),
@@ -125,7 +123,7 @@ impl Eq for PackedKey {}
 /// One open run. Its key's `listed` flag stands in for a set of changed runs: marking a run
 /// changed on every event is then a load, not a hash-set probe.
 struct Slot {
-    key: SharedKey,
+    key: PackedKey,
     state: Box<RunState>,
 }
 
@@ -194,16 +192,16 @@ pub struct PartitionEngine {
     /// run's `last_ts` when it surfaces goes back in at that time. Runs therefore surface in
     /// (last_ts, key) order exactly as with an always-current index, for one push per run
     /// instead of one per event. Entries of ended runs are dropped when met.
-    idle: BinaryHeap<Reverse<(i64, SharedKey)>>,
+    idle: BinaryHeap<Reverse<(i64, PackedKey)>>,
     /// (event seq, run), oldest first: eviction order when `max_open_runs` is reached. Kept
     /// like `idle`, with `last_seq` as the time.
-    lru: BinaryHeap<Reverse<(u64, SharedKey)>>,
+    lru: BinaryHeap<Reverse<(u64, PackedKey)>>,
     meta: PartitionMeta,
     ended_set: HashTable<RunKey>,
     /// Runs changed since the last `take_changes` (for the changelog), in no order and possibly
     /// repeated: an open run is listed when its `Slot::dirty` is first set, an ended run when it
     /// ends.
-    dirty: Vec<SharedKey>,
+    dirty: Vec<PackedKey>,
     /// Ended runs that fell out of the remembered window since the last `take_changes`.
     forgotten: Vec<RunKey>,
     findings: Vec<detectors::Finding>,
@@ -346,12 +344,12 @@ impl PartitionEngine {
     #[allow(clippy::type_complexity)]
     fn end_if_current<T: Copy + PartialEq>(
         &mut self,
-        key: SharedKey,
+        key: PackedKey,
         time_of: impl Fn(&RunState) -> T,
         at: T,
         end: impl FnOnce(&RunState) -> run::End<'static>,
         out: &mut Vec<OutputEvent>,
-    ) -> Option<Result<(), (T, SharedKey)>> {
+    ) -> Option<Result<(), (T, PackedKey)>> {
         let slot = match self.runs.find_entry(key.hash(), |s| s.key == key) {
             Ok(e) => {
                 let t = time_of(&e.get().state);
@@ -702,7 +700,7 @@ impl PartitionEngine {
 fn heap_of<T: Ord>(
     runs: &HashTable<Slot>,
     time: impl Fn(&RunState) -> T,
-) -> BinaryHeap<Reverse<(T, SharedKey)>> {
+) -> BinaryHeap<Reverse<(T, PackedKey)>> {
     runs.iter()
         .map(|s| Reverse((time(&s.state), s.key.clone())))
         .collect()

@@ -13,6 +13,7 @@ use crate::engine::text::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::LazyLock;
 use thin_vec::ThinVec;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,6 +126,10 @@ impl PartialEq for ContentState {
     }
 }
 
+/// The latch keys of the two rules: constants, hashed once rather than on every thought.
+static EMPTY_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.empty", &[]));
+static REPEAT_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.repeat", &[]));
+
 impl ContentState {
     pub fn on_step(
         &mut self,
@@ -158,7 +163,7 @@ impl ContentState {
                 self.empty_streak.push(step);
             }
             let n = self.empty_streak.len() as u32;
-            let key = key64("content.empty", &[]);
+            let key = *EMPTY_KEY;
             if let Some(sev) = self.latch.rise(key, cfg.empty.level(n)) {
                 out.push(finding(
                     "empty responses",
@@ -171,9 +176,8 @@ impl ContentState {
             }
             return;
         }
-        let empty_key = key64("content.empty", &[]);
         self.empty_streak = ThinVec::new();
-        self.latch.rearm(empty_key);
+        self.latch.rearm(*EMPTY_KEY);
 
         if let Some(f) = chanting(cfg, content, step) {
             out.push(f);
@@ -206,7 +210,7 @@ impl ContentState {
             .collect();
         steps.push(step);
         let n = steps.len() as u32;
-        let key = key64("content.repeat", &[]);
+        let key = *REPEAT_KEY;
         let level = if n >= cfg.repeat.floor() {
             cfg.repeat.level(n)
         } else {

@@ -586,28 +586,31 @@ const fn pack_lower(t: &[u8]) -> Option<u64> {
     Some(k)
 }
 
-/// [`STOPWORDS`] packed and sorted, for a binary search of one integer per token: every
-/// token of every thought and argument set is looked up.
-const STOP_PACKED: [u64; STOPWORDS.len()] = {
-    let mut t = [0u64; STOPWORDS.len()];
+/// [`STOPWORDS`] packed, in an open-addressed table a quarter full: every token of every
+/// thought and argument set is looked up, and most are found absent at their first slot (a
+/// binary search took six dependent loads each).
+const STOP_SLOTS: usize = 256;
+const STOP_TABLE: [u64; STOP_SLOTS] = {
+    let mut t = [0u64; STOP_SLOTS];
     let mut i = 0;
-    while i < t.len() {
-        t[i] = match pack_lower(STOPWORDS[i].as_bytes()) {
+    while i < STOPWORDS.len() {
+        let k = match pack_lower(STOPWORDS[i].as_bytes()) {
             Some(k) => k,
             None => panic!("a stopword is longer than seven bytes"),
         };
-        // Insertion sort: const evaluation has no `sort`.
-        let mut j = i;
-        while j > 0 && t[j - 1] > t[j] {
-            let x = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = x;
-            j -= 1;
+        let mut at = stop_slot(k);
+        while t[at] != 0 {
+            at = (at + 1) % STOP_SLOTS;
         }
+        t[at] = k;
         i += 1;
     }
     t
 };
+
+const fn stop_slot(k: u64) -> usize {
+    (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize
+}
 
 /// Light stemming so `files`/`file`, `searching`/`search` meet; deterministic and dependency-free.
 fn stem(w: &str) -> &str {
@@ -780,7 +783,18 @@ fn fnv64_lower2(mut a: u64, mut b: u64, bytes: &[u8]) -> (u64, u64) {
 
 /// [`is_stopword`] of an ASCII token once lowercased, without copying it.
 fn is_ascii_stopword(t: &[u8]) -> bool {
-    pack_lower(t).is_some_and(|k| STOP_PACKED.binary_search(&k).is_ok())
+    // A packed token is never 0 (its length is in the top byte), the empty slot's value.
+    let Some(k) = pack_lower(t).filter(|&k| k != 0) else {
+        return false;
+    };
+    let mut at = stop_slot(k);
+    loop {
+        match STOP_TABLE[at] {
+            0 => return false,
+            x if x == k => return true,
+            _ => at = (at + 1) % STOP_SLOTS,
+        }
+    }
 }
 
 /// [`stem`] of an ASCII token as it is once lowercased (the suffixes are lowercase letters).
@@ -837,6 +851,24 @@ pub fn key64(domain: &str, parts: &[&[u8]]) -> u64 {
 /// message or error text.
 pub fn normalize_message(s: &str) -> String {
     let v = normalize_volatile_cow(s);
+    if v.is_ascii() {
+        // The same result in one pass over the bytes: for ASCII text `split_whitespace` breaks
+        // at tab, LF, VT, FF, CR and space, and lowercasing is per byte.
+        let mut bytes = Vec::with_capacity(v.len());
+        let mut gap = false;
+        for &b in v.as_bytes() {
+            if matches!(b, 0x09..=0x0d | b' ') {
+                gap = !bytes.is_empty();
+            } else {
+                if std::mem::take(&mut gap) {
+                    bytes.push(b' ');
+                }
+                bytes.push(b.to_ascii_lowercase());
+            }
+        }
+        // ASCII bytes only: always valid.
+        return String::from_utf8(bytes).unwrap_or_default();
+    }
     let mut out = String::with_capacity(v.len());
     for w in v.split_whitespace() {
         if !out.is_empty() {
@@ -1371,6 +1403,15 @@ mod tests {
         ) {
             let s: String = parts.concat();
             proptest::prop_assert_eq!(normalize_volatile_cow(&s).into_owned(), byte_by_byte(&s));
+        }
+
+        /// ASCII messages take a byte loop; it must collapse and lowercase exactly as the
+        /// general path does (control characters other than whitespace included).
+        #[test]
+        fn ascii_messages_normalise_as_any_text(s in "[ -~\t\n\x0b\x0c\r\x1c\x00]{0,80}") {
+            let v = normalize_volatile_cow(&s);
+            let want: Vec<String> = v.split_whitespace().map(str::to_lowercase).collect();
+            proptest::prop_assert_eq!(normalize_message(&s), want.join(" "));
         }
 
         /// Equal minima keep equal low bytes, so stored slots agree wherever the full ones

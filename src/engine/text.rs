@@ -651,9 +651,9 @@ fn features(w: &Words) -> Vec<(&str, &str)> {
     f
 }
 
-/// The number of distinct [`text_features`] of `text` and their [`minhash`] signature, without
-/// building the feature strings.
-pub fn feature_sig(text: &str) -> (usize, Signature) {
+/// Whether `text` has at least `enough` distinct [`text_features`], and their [`minhash`]
+/// signature, without building the feature strings.
+pub fn feature_sig(text: &str, enough: usize) -> (bool, Signature) {
     if text.is_ascii() {
         // Every thought comes here: the hashes go to a reused buffer, not to a fresh
         // allocation shrunk for keeping (only the signature is kept).
@@ -662,8 +662,11 @@ pub fn feature_sig(text: &str) -> (usize, Signature) {
         }
         return HASHES.with_borrow_mut(|h| {
             h.clear();
-            ascii_feature_hashes(text, h);
-            let got = (h.len(), minhash_of(h));
+            // Unsorted, repeats kept: a repeated feature cannot change a minimum, and only
+            // `enough` distinct ones need counting, so the sort `feature_hashes` needs for its
+            // list is skipped.
+            ascii_feature_hashes_raw(text, h);
+            let got = (has_distinct(h, enough), minhash_of(h));
             if h.capacity() > 4096 {
                 *h = Vec::new();
             }
@@ -671,11 +674,25 @@ pub fn feature_sig(text: &str) -> (usize, Signature) {
         });
     }
     let h = feature_hashes(text);
-    (h.len(), minhash_of(&h))
+    (h.len() >= enough, minhash_of(&h))
+}
+
+/// Whether `hashes` holds at least `enough` distinct values (a small number: a linear scan).
+fn has_distinct(hashes: &[u64], enough: usize) -> bool {
+    let mut seen: smallvec::SmallVec<[u64; 8]> = smallvec::SmallVec::new();
+    for &h in hashes {
+        if seen.len() >= enough {
+            break;
+        }
+        if !seen.contains(&h) {
+            seen.push(h);
+        }
+    }
+    seen.len() >= enough
 }
 
 /// The [`fnv64`] of each distinct [`text_features`] of `text`, ordered by hash: what its
-/// [`minhash`] is computed from (`minhash_of(&feature_hashes(t)) == feature_sig(t).1`). Equal
+/// [`minhash`] is computed from (`minhash_of(&feature_hashes(t)) == feature_sig(t, 0).1`). Equal
 /// lists give equal signatures.
 pub fn feature_hashes(text: &str) -> Vec<u64> {
     if text.is_ascii() {
@@ -725,6 +742,22 @@ pub fn message_feature_hashes(text: &str, out: &mut Vec<u64>) {
 /// and lowercased as they are hashed, without the token buffer.
 fn ascii_feature_hashes(text: &str, out: &mut Vec<u64>) {
     let start_len = out.len();
+    ascii_feature_hashes_raw(text, out);
+    // Distinct by hash, as in `feature_hashes`.
+    out[start_len..].sort_unstable();
+    let mut w = start_len;
+    for r in start_len..out.len() {
+        if w == start_len || out[r] != out[w - 1] {
+            out[w] = out[r];
+            w += 1;
+        }
+    }
+    out.truncate(w);
+}
+
+/// The hashes of [`ascii_feature_hashes`] as the tokens give them: in text order, repeats
+/// included.
+fn ascii_feature_hashes_raw(text: &str, out: &mut Vec<u64>) {
     let mut prev: Option<u64> = None;
     for t in ascii_tokens(text) {
         let t = t.as_bytes();
@@ -747,16 +780,6 @@ fn ascii_feature_hashes(text: &str, out: &mut Vec<u64>) {
         };
         prev = Some(h);
     }
-    // Distinct by hash, as in `feature_hashes`.
-    out[start_len..].sort_unstable();
-    let mut w = start_len;
-    for r in start_len..out.len() {
-        if w == start_len || out[r] != out[w - 1] {
-            out[w] = out[r];
-            w += 1;
-        }
-    }
-    out.truncate(w);
 }
 
 /// [`fnv64_from`] of the ASCII-lowercased bytes.
@@ -1274,11 +1297,13 @@ mod tests {
         ] {
             let n = normalize_message(t);
             let f = text_features(&n);
-            assert_eq!(
-                feature_sig(&n),
-                (f.len(), minhash(f.iter().map(String::as_str))),
-                "{t}"
-            );
+            for enough in [0, 1, f.len(), f.len() + 1, 5] {
+                assert_eq!(
+                    feature_sig(&n, enough),
+                    (f.len() >= enough, minhash(f.iter().map(String::as_str))),
+                    "{t} {enough}"
+                );
+            }
         }
     }
 

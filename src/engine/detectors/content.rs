@@ -126,6 +126,10 @@ impl PartialEq for ContentState {
     }
 }
 
+/// Distinct features a thought needs before it is compared by similarity, not only by
+/// identity: below that, a signature says little.
+const RICH_FEATURES: usize = 5;
+
 /// The latch keys of the two rules: constants, hashed once rather than on every thought.
 static EMPTY_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.empty", &[]));
 static REPEAT_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.repeat", &[]));
@@ -184,12 +188,12 @@ impl ContentState {
         }
 
         let norm = normalize_message(content);
-        let (features, sig) = feature_sig(&norm);
+        let (rich, sig) = feature_sig(&norm, RICH_FEATURES);
         let mut cur = Thought {
             step,
             key: key64("content", &[norm.as_bytes()]),
             sig,
-            rich: features >= 5,
+            rich,
             novel_at: 0,
         };
         let like = |t: &Thought| {

@@ -193,7 +193,7 @@ impl Cycles {
                 to,
                 payload: key64("payload", &[text.as_bytes()]),
                 short,
-                sig: short.then(|| Box::new(feature_sig(&text).1)),
+                sig: short.then(|| Box::new(feature_sig(&text, 0).1)),
             },
             max_agents * (max_rounds + 1),
         );

@@ -682,7 +682,7 @@ mod tests {
         ];
         let sigs: Vec<Signature> = texts
             .iter()
-            .map(|t| crate::engine::text::feature_sig(t).1)
+            .map(|t| crate::engine::text::feature_sig(t, 0).1)
             .collect();
         for a in &sigs {
             let pa = pack(a);

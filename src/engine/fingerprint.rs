@@ -721,8 +721,8 @@ fn to_escape(b: &[u8]) -> usize {
         let mut w = [0; 8];
         w.copy_from_slice(c);
         let x = u64::from_ne_bytes(w);
-        // Bytes below 0x20: `x - 0x20..` borrows into the high bit of such a byte only (for
-        // bytes below 0x80, which the `!x` keeps).
+        // Whether any byte is below 0x20: exact as a whole, like `has_zero` (bytes from 0x80
+        // up, which UTF-8 text has, are cleared by the `!x`).
         let control = x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0;
         if control
             || has_zero(x ^ (ONES * u64::from(b'"')))

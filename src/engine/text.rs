@@ -586,7 +586,7 @@ const fn pack_lower(t: &[u8]) -> Option<u64> {
     Some(k)
 }
 
-/// [`STOPWORDS`] packed, in an open-addressed table a quarter full: every token of every
+/// [`STOPWORDS`] packed, in an open-addressed table a sixth full: every token of every
 /// thought and argument set is looked up, and most are found absent at their first slot (a
 /// binary search took six dependent loads each).
 const STOP_SLOTS: usize = 256;

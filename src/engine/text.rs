@@ -765,35 +765,20 @@ fn ascii_feature_hashes_raw(text: &str, out: &mut Vec<u64>) {
             continue;
         }
         let t = ascii_stem(t);
-        let h = match prev {
-            Some(p) => {
-                let (h, pair) = fnv64_lower2(FNV_OFFSET, fnv64_from(p, b" "), t);
-                out.push(h);
-                out.push(pair);
-                h
-            }
-            None => {
-                let h = fnv64_lower(FNV_OFFSET, t);
-                out.push(h);
-                h
-            }
-        };
+        let pair_from = prev.map(|p| fnv64_from(p, b" "));
+        let (h, pair) = fnv64_lower2(FNV_OFFSET, pair_from.unwrap_or(FNV_OFFSET), t);
+        out.push(h);
+        if pair_from.is_some() {
+            out.push(pair);
+        }
         prev = Some(h);
     }
 }
 
-/// [`fnv64_from`] of the ASCII-lowercased bytes.
-fn fnv64_lower(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= u64::from(b.to_ascii_lowercase());
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
-/// [`fnv64_lower`] of the same bytes from two states at once: the word's own hash and its
-/// pair's with the word before. Each byte costs a multiply whose result the next one waits for;
-/// in one loop the two chains overlap, where one after the other they took twice as long.
+/// [`fnv64_from`] of the ASCII-lowercased bytes, from two states at once: the word's own hash
+/// and its pair's with the word before. Each byte costs a multiply whose result the next one
+/// waits for; in one loop the two chains overlap, where one after the other they took twice as
+/// long.
 #[inline(always)]
 fn fnv64_lower2(mut a: u64, mut b: u64, bytes: &[u8]) -> (u64, u64) {
     for c in bytes {

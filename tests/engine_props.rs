@@ -2,7 +2,7 @@
 //! outputs never alert, replays are deterministic, and a changelog snapshot taken mid-run
 //! (serde_json round trip) continues with exactly the signals an uninterrupted engine emits.
 use eddy::contract::{decode, Event, OutputEvent};
-use eddy::engine::{Canonical, EngineConfig, PartitionEngine, RunState};
+use eddy::engine::{Canonical, EngineConfig, PartitionEngine, RunState, StepFingerprints};
 use eddy::replay::replay_to_vec;
 use proptest::prelude::*;
 use std::path::Path;
@@ -79,11 +79,11 @@ fn step_line(run: &str, i: u64, tool: &str, input: &str, output: &str) -> String
     )
 }
 
-fn canon_of(line: &str) -> Canonical {
+fn fps_of(line: &str) -> StepFingerprints {
     let Ok(Event::Step(s)) = decode(line.as_bytes()) else {
         panic!("not a step: {line}")
     };
-    Canonical::compute(&s, &EngineConfig::default().detectors)
+    Canonical::compute(&s, &EngineConfig::default().detectors).fps
 }
 
 fn caught(outs: &[OutputEvent]) -> Vec<String> {
@@ -105,11 +105,11 @@ proptest! {
         print(&j, true, &mut b);
         print(&o, false, &mut oa);
         print(&o, true, &mut ob);
-        let ca = canon_of(&step_line("r", 1, "t", &a, &oa));
-        let cb = canon_of(&step_line("r", 1, "t", &b, &ob));
-        prop_assert_eq!(ca.fps.canonical_input, cb.fps.canonical_input);
-        prop_assert_eq!(ca.fps.canonical_output, cb.fps.canonical_output);
-        prop_assert!(ca.fps.canonical_input.is_some());
+        let ca = fps_of(&step_line("r", 1, "t", &a, &oa));
+        let cb = fps_of(&step_line("r", 1, "t", &b, &ob));
+        prop_assert_eq!(ca.canonical_input, cb.canonical_input);
+        prop_assert_eq!(ca.canonical_output, cb.canonical_output);
+        prop_assert!(ca.canonical_input.is_some());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod detectors;
 pub mod fingerprint;
+pub mod json;
 pub mod rollup;
 pub mod run;
 pub mod seen;
@@ -205,6 +206,8 @@ pub struct PartitionEngine {
     /// Ended runs that fell out of the remembered window since the last `take_changes`.
     forgotten: Vec<RunKey>,
     findings: Vec<detectors::Finding>,
+    /// The canonical texts' buffers, handed from one step to the next.
+    texts: fingerprint::TextBufs,
     /// Detector configuration per (project, agent) with overrides applied; a cache only (not
     /// persisted), rebuilt on demand from the immutable config.
     resolved: FxHashMap<(String, Option<String>), Arc<detectors::Resolved>>,
@@ -243,6 +246,7 @@ impl PartitionEngine {
             dirty: Vec::new(),
             forgotten: Vec::new(),
             findings: Vec::new(),
+            texts: Default::default(),
             resolved: FxHashMap::default(),
             resolved_default: None,
             rollups: false,
@@ -441,7 +445,8 @@ impl PartitionEngine {
                     state.agent_name().or(step.agent.as_deref()),
                 );
                 let dcfg = &resolved.cfg;
-                let canon = Canonical::compute_with(step, dcfg, &resolved.keys);
+                let texts = std::mem::take(&mut self.texts);
+                let canon = Canonical::compute_in(step, dcfg, &resolved.keys, texts);
                 state.seen.bound(self.cfg.max_seen_ranges);
                 state.on_step(step, &mut self.names);
                 let was_caught = state.loop_detected;
@@ -457,7 +462,9 @@ impl PartitionEngine {
                 if self.rollups {
                     rollup::count_step(state, step, was_caught);
                 }
-                Outcome::Step(canon.fps)
+                let (fps, texts) = canon.into_parts();
+                self.texts = texts;
+                Outcome::Step(fps)
             }
             Event::RunFinished(e) => {
                 let Ok(entry) = self.runs.find_entry(hash, |s| s.key.is(key)) else {

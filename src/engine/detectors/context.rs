@@ -177,18 +177,23 @@ impl ContextState {
                 corroborating: false,
             });
         }
-        let ballooning = self.samples.len() >= w && {
-            let (first, last) = (
-                self.samples.get(0).1,
-                self.samples.get(self.samples.len() - 1).1,
-            );
-            let rate = last.saturating_sub(first) / (self.samples.len() as u64 - 1);
-            let distinct: BTreeSet<u64> = hist.members(CONTEXT).map(|c| c.output).collect();
-            cfg.rate_threshold > 0
-                && rate >= cfg.rate_threshold
-                && hist.len(CONTEXT) >= w
-                && distinct.len() <= cfg.max_distinct_outputs
-        };
+        // The distinct outputs last: counting them allocates, and context rarely grows this
+        // fast.
+        let ballooning =
+            self.samples.len() >= w && cfg.rate_threshold > 0 && hist.len(CONTEXT) >= w && {
+                let (first, last) = (
+                    self.samples.get(0).1,
+                    self.samples.get(self.samples.len() - 1).1,
+                );
+                let rate = last.saturating_sub(first) / (self.samples.len() as u64 - 1);
+                rate >= cfg.rate_threshold
+                    && hist
+                        .members(CONTEXT)
+                        .map(|c| c.output)
+                        .collect::<BTreeSet<u64>>()
+                        .len()
+                        <= cfg.max_distinct_outputs
+            };
         if let Some(sev) = self.latch.rise(RATE, ballooning.then_some(Severity::Warn)) {
             let steps: Vec<u64> = self.samples.iter().map(|s| s.0).collect();
             out.push(Finding {

@@ -864,7 +864,7 @@ impl RunDetectors {
         &mut self,
         cfg: &DetectorConfig,
         step: &Step,
-        canon: &Canonical,
+        canon: &Canonical<'_>,
         run: budget::Counts,
         out: &mut Vec<Finding>,
     ) {

@@ -5,13 +5,12 @@
 //! reads and queries whose results change never form a cluster.
 use super::history::{self, History, NEARDUP};
 use super::{hex64, FailClass, Finding, Latch, Levels, OutKind, StepView};
-use crate::engine::fingerprint::map_in_key_order;
+use crate::engine::json::Json;
 use crate::engine::text::{
     estimate, message_feature_hashes, minhash_into, minhash_of, signature_from, similarity,
     truncate, Signature, Words, MINHASH_K,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -433,13 +432,11 @@ thread_local! {
 
 /// The current call's signature into `sig` as stored, and (features, full, length). The
 /// argument text is a function of the canonical input text (the normalised value it was written
-/// from, with its maps in key order), so the memo is keyed by that text, compared whole.
+/// from, whose objects hold their keys in the order written), so the memo is keyed by that
+/// text, compared whole.
 fn call_sig(v: &StepView<'_>, sig: &mut [u32; MINHASH_K]) -> (usize, bool, usize) {
     let input = v.canon.input_text.as_str();
-    // With `preserve_order` maps keep their insertion order, which the canonical text does not
-    // show: then two equal texts may list their arguments in another order, and nothing is
-    // memoised.
-    let memo = !input.is_empty() && input.len() <= MEMO_MAX_INPUT && map_in_key_order();
+    let memo = !input.is_empty() && input.len() <= MEMO_MAX_INPUT;
     let slot = (v.action_key % MEMO_SLOTS as u64) as usize;
     SCRATCH.with_borrow_mut(|s| {
         if memo {
@@ -491,21 +488,21 @@ fn call_sig(v: &StepView<'_>, sig: &mut [u32; MINHASH_K]) -> (usize, bool, usize
     })
 }
 
-fn arg_text(v: &Value, out: &mut String) {
+fn arg_text(v: &Json<'_>, out: &mut String) {
     match v {
-        Value::String(s) => {
+        Json::String(s) => {
             out.push_str(s);
             out.push(' ');
         }
-        Value::Number(n) => {
+        Json::Number(n) => {
             use std::fmt::Write;
             // Writing to a String cannot fail.
             let _ = write!(out, "{n} ");
         }
-        Value::Bool(b) => out.push_str(if *b { "true " } else { "false " }),
-        Value::Null => {}
-        Value::Array(a) => a.iter().for_each(|x| arg_text(x, out)),
-        Value::Object(m) => m.values().for_each(|x| arg_text(x, out)),
+        Json::Bool(b) => out.push_str(if *b { "true " } else { "false " }),
+        Json::Null => {}
+        Json::Array(a) => a.iter().for_each(|x| arg_text(x, out)),
+        Json::Object(m) => m.values().for_each(|x| arg_text(x, out)),
     }
 }
 

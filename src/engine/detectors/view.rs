@@ -3,9 +3,10 @@
 use super::{DetectorConfig, ToolPolicy};
 use crate::contract::Step;
 use crate::engine::fingerprint::{canonical_string, Canonical};
+use crate::engine::json::Json;
 use crate::engine::text::{ascii_tokens, key64, normalize_error, Words};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -81,7 +82,7 @@ pub enum OutKind {
 
 pub struct StepView<'a> {
     pub step: &'a Step,
-    pub canon: &'a Canonical,
+    pub canon: &'a Canonical<'a>,
     pub tool: Option<&'a str>,
     pub policy: Option<&'a ToolPolicy>,
     pub class: ToolClass,
@@ -103,7 +104,7 @@ fn fp64(fp: Option<[u8; 32]>) -> u64 {
 }
 
 impl<'a> StepView<'a> {
-    pub fn new(cfg: &'a DetectorConfig, step: &'a Step, canon: &'a Canonical) -> Self {
+    pub fn new(cfg: &'a DetectorConfig, step: &'a Step, canon: &'a Canonical<'a>) -> Self {
         let tool = step.tool_name.as_deref();
         let name = tool.map_or(NameInfo::default(), |t| name_info(cfg, t));
         let policy = tool.and_then(|t| cfg.tools.get(t));
@@ -265,7 +266,7 @@ fn name_info(cfg: &DetectorConfig, tool: &str) -> NameInfo {
 /// `ls migrations/ | tail -3`, `tail` is a filter, not a log tail).
 ///
 /// `name_flags` are the tool name's own ([`name_info`]).
-fn infer_class(cfg: &DetectorConfig, name_flags: u8, input: &Value) -> ToolClass {
+fn infer_class(cfg: &DetectorConfig, name_flags: u8, input: &Json<'_>) -> ToolClass {
     let mut flags = name_flags;
     let mut cand = |c: &str| flags |= class_flags(cfg, c);
     let short_words = |s: &str, cand: &mut dyn FnMut(&str)| {
@@ -277,19 +278,19 @@ fn infer_class(cfg: &DetectorConfig, name_flags: u8, input: &Value) -> ToolClass
             cand(s.trim());
         }
     };
-    if let Value::Object(m) = input {
+    if let Json::Object(m) = input {
         // One pass over the arguments (the order of candidates does not matter).
-        for (k, v) in m {
-            let Value::String(s) = v else {
+        for (k, v) in m.iter() {
+            let Json::String(s) = v else {
                 continue;
             };
             if !matches!(
-                k.as_str(),
+                k,
                 "action" | "command" | "cmd" | "op" | "operation" | "method" | "type" | "kind"
             ) {
                 continue;
             }
-            if !matches!(k.as_str(), "command" | "cmd") {
+            if !matches!(k, "command" | "cmd") {
                 short_words(s, &mut cand);
                 continue;
             }
@@ -420,36 +421,36 @@ const ERROR_FIELDS: &[&str] = &[
     "errorMessage",
 ];
 
-fn collect_text(v: &Value, out: &mut String, depth: usize) {
+fn collect_text(v: &Json<'_>, out: &mut String, depth: usize) {
     if depth > 6 || out.len() > 4000 {
         return;
     }
     match v {
-        Value::String(s) => {
+        Json::String(s) => {
             out.push_str(s);
             out.push(' ');
         }
-        Value::Number(n) => {
+        Json::Number(n) => {
             use std::fmt::Write;
             // Writing to a String cannot fail.
             let _ = write!(out, "{n} ");
         }
-        Value::Bool(_) | Value::Null => {}
-        Value::Array(a) => a.iter().for_each(|x| collect_text(x, out, depth + 1)),
-        Value::Object(m) => m.values().for_each(|x| collect_text(x, out, depth + 1)),
+        Json::Bool(_) | Json::Null => {}
+        Json::Array(a) => a.iter().for_each(|x| collect_text(x, out, depth + 1)),
+        Json::Object(m) => m.values().for_each(|x| collect_text(x, out, depth + 1)),
     }
 }
 
 /// The error text of a failed output: its error-ish fields when it is an object, else all text.
-fn error_text(out: &Value) -> String {
+fn error_text(out: &Json<'_>) -> String {
     let mut s = String::new();
     match out {
         // Few keys (the usual error object): each looked up in the field list, instead of
         // every field in the map, and then read in the list's order as below.
-        Value::Object(m) if m.len() <= 8 => {
+        Json::Object(m) if m.len() <= 8 => {
             let mut found = [None; ERROR_FIELDS.len()];
-            for (k, v) in m {
-                if let Some(i) = ERROR_FIELDS.iter().position(|f| *f == k.as_str()) {
+            for (k, v) in m.iter() {
+                if let Some(i) = ERROR_FIELDS.iter().position(|f| *f == k) {
                     found[i] = Some(v);
                 }
             }
@@ -457,9 +458,9 @@ fn error_text(out: &Value) -> String {
                 collect_text(v, &mut s, 0);
             }
         }
-        Value::Object(m) => {
+        Json::Object(m) => {
             for k in ERROR_FIELDS {
-                if let Some(v) = m.get(*k) {
+                if let Some(v) = m.get(k) {
                     collect_text(v, &mut s, 0);
                 }
             }
@@ -472,53 +473,53 @@ fn error_text(out: &Value) -> String {
     s
 }
 
-fn truthy(v: &Value) -> bool {
+fn truthy(v: &Json<'_>) -> bool {
     match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::String(s) => !s.trim().is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(m) => !m.is_empty(),
-        Value::Number(_) => true,
+        Json::Null => false,
+        Json::Bool(b) => *b,
+        Json::String(s) => !s.trim().is_empty(),
+        Json::Array(a) => !a.is_empty(),
+        Json::Object(m) => !m.is_empty(),
+        Json::Number(_) => true,
     }
 }
 
 /// `tool_success` decides when present. Without it, only structural evidence counts (an
 /// `error` field, `ok: false`, an HTTP status >= 400, MCP's `isError`, or text that *starts*
 /// with an error marker); words elsewhere in the output never make a failure.
-fn is_failed(step: &Step, out: &Value) -> bool {
+fn is_failed(step: &Step, out: &Json<'_>) -> bool {
     if let Some(s) = step.tool_success {
         return !s;
     }
     match out {
-        Value::Object(m) => {
+        Json::Object(m) => {
             if ["error", "errors", "exception"]
                 .iter()
-                .any(|k| m.get(*k).is_some_and(truthy))
+                .any(|k| m.get(k).is_some_and(truthy))
             {
                 return true;
             }
             if ["ok", "success"]
                 .iter()
-                .any(|k| m.get(*k) == Some(&Value::Bool(false)))
+                .any(|k| m.get(k) == Some(&Json::Bool(false)))
             {
                 return true;
             }
             if ["isError", "is_error"]
                 .iter()
-                .any(|k| m.get(*k) == Some(&Value::Bool(true)))
+                .any(|k| m.get(k) == Some(&Json::Bool(true)))
             {
                 return true;
             }
             ["status", "status_code", "statusCode", "http_status"]
                 .iter()
                 .any(|k| {
-                    m.get(*k)
-                        .and_then(Value::as_u64)
+                    m.get(k)
+                        .and_then(|v| v.as_u64())
                         .is_some_and(|c| (400..600).contains(&c))
                 })
         }
-        Value::String(s) if s.is_ascii() => ascii_tokens(s).next().is_some_and(|t| {
+        Json::String(s) if s.is_ascii() => ascii_tokens(s).next().is_some_and(|t| {
             [
                 "error",
                 "traceback",
@@ -530,7 +531,7 @@ fn is_failed(step: &Step, out: &Value) -> bool {
             .iter()
             .any(|m| m.eq_ignore_ascii_case(t))
         }),
-        Value::String(s) => {
+        Json::String(s) => {
             let w = Words::of(s);
             matches!(
                 w.get(0).unwrap_or(""),
@@ -633,7 +634,7 @@ fn classify_failure(
     cfg: &DetectorConfig,
     policy: Option<&ToolPolicy>,
     step: &Step,
-    out: &Value,
+    out: &Json<'_>,
 ) -> Option<Failure> {
     if !is_failed(step, out) {
         return None;
@@ -778,10 +779,10 @@ fn is_ack_word(s: &str) -> bool {
     }
 }
 
-fn output_kind(out: &Value) -> OutKind {
+fn output_kind(out: &Json<'_>) -> OutKind {
     match out {
-        Value::Null | Value::Bool(true) => OutKind::Ack,
-        Value::String(s) => {
+        Json::Null | Json::Bool(true) => OutKind::Ack,
+        Json::String(s) => {
             let t = s.trim().to_lowercase();
             let t = t.trim_end_matches(['.', '!']);
             if t.is_empty() || ACK_WORDS.contains(&t) {
@@ -792,29 +793,29 @@ fn output_kind(out: &Value) -> OutKind {
                 OutKind::Data
             }
         }
-        Value::Array(a) if a.is_empty() => OutKind::Empty,
-        Value::Object(m) if m.is_empty() => OutKind::Ack,
-        Value::Object(m) => {
-            let mut arrays = m.values().filter_map(Value::as_array).peekable();
+        Json::Array(a) if a.is_empty() => OutKind::Empty,
+        Json::Object(m) if m.is_empty() => OutKind::Ack,
+        Json::Object(m) => {
+            let mut arrays = m.values().filter_map(|v| v.as_array()).peekable();
             if arrays.peek().is_some() && arrays.all(|a| a.is_empty()) {
                 return OutKind::Empty;
             }
             if m.len() <= 3
                 && m.values().all(|v| match v {
-                    Value::Bool(_) | Value::Null | Value::Number(_) => true,
-                    Value::String(s) => is_ack_word(s),
+                    Json::Bool(_) | Json::Null | Json::Number(_) => true,
+                    Json::String(s) => is_ack_word(s),
                     _ => false,
                 })
             {
                 return OutKind::Ack;
             }
-            if let Some(Value::String(s)) = m
+            if let Some(Json::String(s)) = m
                 .get("result")
                 .or_else(|| m.get("value"))
                 .or_else(|| m.get("output"))
             {
                 if m.len() == 1 {
-                    return output_kind(&Value::String(s.clone()));
+                    return output_kind(&Json::String(Cow::Borrowed(s)));
                 }
             }
             OutKind::Data
@@ -1066,7 +1067,7 @@ pub(super) mod tests {
     }
 
     /// `classify_failure`'s class and identity computed without the memo (as first written).
-    fn reference_failure(cfg: &DetectorConfig, out: &Value) -> Failure {
+    fn reference_failure(cfg: &DetectorConfig, out: &Json<'_>) -> Failure {
         let text = error_text(out);
         let toks = Words::of(&text);
         let recoverable = cfg
@@ -1123,7 +1124,7 @@ pub(super) mod tests {
                 cfg.recoverable_errors = vec!["INVALID api".into(), "temporarily".into()];
             }
             for o in &outputs {
-                let out: Value = serde_json::from_str(o).unwrap();
+                let out = Json::from_value(serde_json::from_str(o).unwrap());
                 assert_eq!(
                     classify_failure(&cfg, None, &s, &out),
                     Some(reference_failure(&cfg, &out)),
@@ -1133,7 +1134,7 @@ pub(super) mod tests {
         }
         // A full memo is cleared, not grown, and still answers the same.
         for i in 0..2100 {
-            let out = Value::String(format!("error {i} not found"));
+            let out = Json::String(format!("error {i} not found").into());
             assert_eq!(
                 classify_failure(&cfg, None, &s, &out),
                 Some(reference_failure(&cfg, &out)),
@@ -1237,11 +1238,11 @@ pub(super) mod tests {
 
     #[test]
     fn error_text_and_ack_words_match_their_lookups() {
-        let reference_text = |out: &Value| {
+        let reference_text = |out: &Json<'_>| {
             let mut s = String::new();
-            if let Value::Object(m) = out {
+            if let Json::Object(m) = out {
                 for k in ERROR_FIELDS {
-                    if let Some(v) = m.get(*k) {
+                    if let Some(v) = m.get(k) {
                         collect_text(v, &mut s, 0);
                     }
                 }
@@ -1263,7 +1264,7 @@ pub(super) mod tests {
             r#"[1,"two"]"#,
             r#""text""#,
         ] {
-            let out: Value = serde_json::from_str(o).unwrap();
+            let out = Json::from_value(serde_json::from_str(o).unwrap());
             assert_eq!(error_text(&out), reference_text(&out), "{o}");
         }
         for s in [

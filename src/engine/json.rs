@@ -100,11 +100,10 @@ impl<'a> Json<'a> {
             at = match at {
                 Json::Object(m) => m.get(&token)?,
                 Json::Array(a) => {
-                    let index = (!token.starts_with('+')
-                        && (!token.starts_with('0') || token.len() == 1))
-                        .then(|| token.parse::<usize>().ok())
-                        .flatten()?;
-                    a.get(index)?
+                    if token.starts_with('+') || (token.starts_with('0') && token.len() > 1) {
+                        return None;
+                    }
+                    a.get(token.parse::<usize>().ok()?)?
                 }
                 _ => return None,
             };

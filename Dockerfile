@@ -10,13 +10,16 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         cmake libcurl4-openssl-dev libsasl2-dev libzstd-dev libssl-dev zlib1g-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
+# llvm-profdata for the profile-guided build below.
+RUN rustup component add llvm-tools
 WORKDIR /src
 COPY . .
-# Cache mounts keep the crates.io index and the target dir between builds (BuildKit).
+# Profile-guided (scripts/build-pgo: instrumented build, a simulated fleet replayed as training,
+# optimised build); bench/README.md ("PGO") has what it buys. Cache mounts keep the crates.io
+# index and the target dir between builds (BuildKit).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin eddy \
-    && install -m 0755 target/release/eddy /usr/local/bin/eddy
+    scripts/build-pgo /usr/local/bin/eddy
 
 FROM debian:bookworm-slim
 # hadolint ignore=DL3008

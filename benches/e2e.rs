@@ -3,11 +3,13 @@
 //!   eval "$(scripts/stack env)"
 //!   cargo bench --bench e2e -- [--events N] [--partitions P] [--repeat K]
 //!                              [--rate R] [--latency-secs S] [--skip-eos] [--skip-latency]
+//!                              [--eddy PATH]
 //!
 //! Phase 1, throughput (repeated K times, min/median/max printed): N simulated events are
 //! produced to a fresh P-partition input topic, then the same topic is read by
 //!   (a) a plain rdkafka consumer that discards every message (the practical ceiling),
-//!   (b) `eddy run` (the release binary of this bench build) in at_least_once mode,
+//!   (b) `eddy run` (the release binary of this bench build, or `--eddy PATH`, e.g. the
+//!       binary of scripts/build-pgo) in at_least_once mode,
 //!   (c) `eddy run` in exactly_once mode,
 //! each in a fresh consumer group. For eddy, "done" is the moment its committed offsets cover the
 //! whole topic (so ClickHouse and the output topic have everything); the rate is N over the time
@@ -40,6 +42,7 @@ struct Args {
     latency_secs: u64,
     eos: bool,
     latency: bool,
+    eddy: String,
 }
 
 fn args() -> Args {
@@ -51,6 +54,7 @@ fn args() -> Args {
         latency_secs: 30,
         eos: true,
         latency: true,
+        eddy: env!("CARGO_BIN_EXE_eddy").to_owned(),
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -66,6 +70,12 @@ fn args() -> Args {
             "--repeat" => a.repeat = num(i) as usize,
             "--rate" => a.rate = num(i),
             "--latency-secs" => a.latency_secs = num(i),
+            "--eddy" => {
+                a.eddy = v
+                    .get(i + 1)
+                    .cloned()
+                    .unwrap_or_else(|| panic!("--eddy needs a path"));
+            }
             "--skip-eos" => {
                 a.eos = false;
                 i += 1;
@@ -182,9 +192,9 @@ fn consume_only(cfg: &Config, n: usize) -> f64 {
     got as f64 / dt
 }
 
-fn spawn_eddy(names: &Names, exactly_once: bool, admin_port: u16) -> Child {
+fn spawn_eddy(bin: &str, names: &Names, exactly_once: bool, admin_port: u16) -> Child {
     let cfg = &names.cfg;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    let mut cmd = Command::new(bin);
     cmd.arg("run")
         .env("EDDY_KAFKA_BROKERS", &cfg.kafka_brokers)
         .env("EDDY_INPUT_TOPIC", &cfg.input_topic)
@@ -260,7 +270,7 @@ struct EddyRun {
     peak_rss_kib: u64,
 }
 
-fn eddy_throughput(names: &Names, n: usize, exactly_once: bool, port: u16) -> EddyRun {
+fn eddy_throughput(bin: &str, names: &Names, n: usize, exactly_once: bool, port: u16) -> EddyRun {
     let cfg = &names.cfg;
     let probe: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &cfg.kafka_brokers)
@@ -269,7 +279,7 @@ fn eddy_throughput(names: &Names, n: usize, exactly_once: bool, port: u16) -> Ed
         .create()
         .expect("probe");
     let t_spawn = Instant::now();
-    let child = spawn_eddy(names, exactly_once, port);
+    let child = spawn_eddy(bin, names, exactly_once, port);
     let pid = child.id();
     let mut first: Option<(Instant, i64)> = None;
     let deadline = Instant::now() + Duration::from_secs(900);
@@ -319,7 +329,7 @@ fn latency(a: &Args, rt: &tokio::runtime::Runtime) {
     rt.block_on(eddy::source::ensure_topics(cfg))
         .expect("topics");
     let port = free_port();
-    let child = spawn_eddy(&names, false, port);
+    let child = spawn_eddy(&a.eddy, &names, false, port);
     // Wait until the worker answers /readyz (assigned and restored), at most 60 s.
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(60) {
@@ -451,7 +461,7 @@ fn main() {
         "trace: {runs} runs, {n} events, {} bytes/event, {} partitions, eddy {}",
         bytes / n,
         a.partitions,
-        env!("CARGO_BIN_EXE_eddy")
+        a.eddy
     );
     let (mut ceil, mut alo, mut eos, mut alo_ratio, mut eos_ratio) =
         (vec![], vec![], vec![], vec![], vec![]);
@@ -462,7 +472,7 @@ fn main() {
             .expect("topics");
         produce_all(&names.cfg, &events);
         let c = consume_only(&names.cfg, n);
-        let r = eddy_throughput(&names, n, exactly_once, free_port());
+        let r = eddy_throughput(&a.eddy, &names, n, exactly_once, free_port());
         let mode = if exactly_once {
             "exactly_once "
         } else {

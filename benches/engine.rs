@@ -3,6 +3,7 @@
 //!   cargo bench --bench engine                       # full run (criterion)
 //!   cargo bench --bench engine -- --test             # smoke: each benchmark once, no timing
 //!   EDDY_BENCH_RUNS=500 cargo bench --bench engine   # smaller trace
+//!   EDDY_BENCH_SEED=11 cargo bench --bench engine    # another fleet (scripts/build-pgo trains on one)
 //!
 //! One iteration replays the whole trace (runs interleaved by event time, as `eddy simulate`
 //! writes them) through a fresh `PartitionEngine`, so per-run state is built, grows and is torn
@@ -25,11 +26,13 @@ use std::sync::Arc;
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn trace(runs: usize) -> Vec<String> {
+fn trace(runs: usize, seed: Option<u64>) -> Vec<String> {
     // The default profile, as `eddy simulate --runs N` writes it.
+    let defaults = eddy::simulate::SimulateArgs::default();
     let args = eddy::simulate::SimulateArgs {
         runs,
-        ..Default::default()
+        seed: seed.unwrap_or(defaults.seed),
+        ..defaults
     };
     eddy::simulate::generate(&args)
         .into_iter()
@@ -67,8 +70,11 @@ fn bench(c: &mut Criterion) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2_000);
+    let seed = std::env::var("EDDY_BENCH_SEED")
+        .ok()
+        .map(|s| s.parse().expect("EDDY_BENCH_SEED is a number"));
     let cfg = Arc::new(EngineConfig::default());
-    let raw = trace(runs);
+    let raw = trace(runs, seed);
     let (name, lines) = ("sim", &raw);
     let events: Vec<Event> = lines
         .iter()

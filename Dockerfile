@@ -15,8 +15,8 @@ RUN rustup component add llvm-tools
 WORKDIR /src
 COPY . .
 # Profile-guided (scripts/build-pgo: instrumented build, a simulated fleet replayed as training,
-# optimised build); bench/README.md ("PGO") has what it buys. Cache mounts keep the crates.io
-# index and the target dir between builds (BuildKit).
+# optimised build); bench/README.md ("Fifteenth round") has what it buys. Cache mounts keep the
+# crates.io index and the target dir between builds (BuildKit).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     scripts/build-pgo /usr/local/bin/eddy

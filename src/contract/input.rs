@@ -17,6 +17,44 @@ use serde_json::value::RawValue;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+/// A JSON value's text exactly as it arrived (keelwave's fingerprint of record hashes these
+/// bytes), known to be valid JSON. serde_json's `Box<RawValue>` would do, but it can only be
+/// built by parsing the text again, and the fast path's scan has already checked it by
+/// serde_json's own rules: that second parse was 3 % of a replay.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JsonText(Box<str>);
+
+impl JsonText {
+    /// Checks `text` as serde_json reads a `RawValue` (surrounding whitespace trimmed).
+    pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str::<&RawValue>(text).map(Self::from)
+    }
+
+    /// Text the scanner has checked, without surrounding whitespace.
+    fn scanned(text: &str) -> Self {
+        Self(text.into())
+    }
+
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&RawValue> for JsonText {
+    fn from(r: &RawValue) -> Self {
+        Self(r.get().into())
+    }
+}
+
+/// As `RawValue` shows itself, so debug output reads as before.
+impl std::fmt::Debug for JsonText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RawValue")
+            .field(&format_args!("{}", self.get()))
+            .finish()
+    }
+}
+
 /// A run is identified by (project_id, run_id); run ids are only unique within a project.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, Deserialize)]
 pub struct RunKey {
@@ -54,7 +92,7 @@ pub struct RunStarted {
     pub ts_ms: i64,
     pub agent_name: String,
     pub input: Option<String>,
-    pub metadata: Option<Box<RawValue>>,
+    pub metadata: Option<JsonText>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,8 +104,8 @@ pub struct Step {
     pub content: Option<String>,
     pub tool_name: Option<String>,
     /// Exactly the bytes that arrived: keelwave's fingerprint of record hashes them unchanged.
-    pub tool_input: Option<Box<RawValue>>,
-    pub tool_output: Option<Box<RawValue>>,
+    pub tool_input: Option<JsonText>,
+    pub tool_output: Option<JsonText>,
     pub tool_success: Option<bool>,
     pub tool_latency_ms: Option<f64>,
     pub tokens: Option<u64>,
@@ -75,7 +113,7 @@ pub struct Step {
     pub tokens_in_context: Option<u64>,
     pub agent: Option<String>,
     pub caller: Option<String>,
-    pub metadata: Option<Box<RawValue>>,
+    pub metadata: Option<JsonText>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
@@ -397,10 +435,10 @@ fn decode_fast(text: &str) -> Option<Event> {
             }
         }
     };
-    let boxed = |i: usize| -> Option<Option<Box<RawValue>>> {
+    let boxed = |i: usize| -> Option<Option<JsonText>> {
         match raw(i)? {
             None => Some(None),
-            Some(r) => RawValue::from_string(r.to_owned()).ok().map(Some),
+            Some(r) => Some(Some(JsonText::scanned(r))),
         }
     };
     let u64_field = |i: usize, name: &'static str| -> Option<Option<u64>> {
@@ -562,7 +600,7 @@ fn decode_serde(bytes: &[u8], text: &str) -> Result<Event, DecodeError> {
             ts_ms,
             agent_name: non_empty(wire.agent_name, "agent_name")?,
             input: wire.input,
-            metadata: wire.metadata.map(RawValue::to_owned),
+            metadata: wire.metadata.map(JsonText::from),
         })),
         "step" => {
             let step_index = wire
@@ -575,8 +613,8 @@ fn decode_serde(bytes: &[u8], text: &str) -> Result<Event, DecodeError> {
                 step_type: non_empty(wire.step_type, "step_type")?,
                 content: wire.content,
                 tool_name: opt_id(wire.tool_name, "tool_name")?,
-                tool_input: wire.tool_input.map(RawValue::to_owned),
-                tool_output: wire.tool_output.map(RawValue::to_owned),
+                tool_input: wire.tool_input.map(JsonText::from),
+                tool_output: wire.tool_output.map(JsonText::from),
                 tool_success: opt(wire.tool_success, "tool_success", |r| {
                     serde_json::from_str::<Option<bool>>(r.get()).ok()
                 })?
@@ -589,7 +627,7 @@ fn decode_serde(bytes: &[u8], text: &str) -> Result<Event, DecodeError> {
                 })?,
                 agent: opt_id(wire.agent, "agent")?,
                 caller: opt_id(wire.caller, "caller")?,
-                metadata: wire.metadata.map(RawValue::to_owned),
+                metadata: wire.metadata.map(JsonText::from),
             }))
         }
         "run_finished" => {
@@ -891,6 +929,31 @@ fn format_ts_time(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both paths give a payload's text as it arrived, without the whitespace around it, and
+    /// only valid JSON becomes a `JsonText`.
+    #[test]
+    fn payload_text_is_kept_as_it_arrived() {
+        let text = r#"{"q" : [1, "a\u00e9"] }"#;
+        let msg = format!(
+            r#"{{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":1,"step_index":1,"step_type":"tool_call","tool_name":"t","tool_input": {text} }}"#
+        );
+        let fast = decode_fast(&msg).expect("the fast path takes it");
+        let slow = decode_serde(msg.as_bytes(), &msg).expect("serde takes it");
+        for e in [fast, slow] {
+            let Event::Step(s) = e else {
+                panic!("not a step")
+            };
+            assert_eq!(s.tool_input.as_ref().map(JsonText::get), Some(text));
+        }
+        assert_eq!(
+            JsonText::parse(" [1] \n").map(|j| j.get().to_owned()).ok(),
+            Some("[1]".into())
+        );
+        for bad in ["", "{", "[1,]", "\"a", "1 2", "{\"a\":\"\\x\"}"] {
+            assert!(JsonText::parse(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn civil_timestamps_are_the_time_crate_s() {

@@ -6,6 +6,6 @@ pub mod output;
 mod scan;
 
 pub use input::{
-    decode, DecodeError, Event, ReportedTotals, RunFinished, RunKey, RunStarted, Step,
+    decode, DecodeError, Event, JsonText, ReportedTotals, RunFinished, RunKey, RunStarted, Step,
 };
 pub use output::{OutputEvent, RunTerminated, Severity, Signal, Totals};

@@ -10,7 +10,7 @@
 use super::detectors::DetectorConfig;
 use super::json::{Json, Object};
 use super::text::normalize_volatile_cow;
-use crate::contract::Step;
+use crate::contract::{JsonText, Step};
 use rustc_hash::FxHasher;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -401,7 +401,7 @@ impl Volatility<'_> {
     /// dropped and strings normalised as they are read, so the tree is walked once, and a
     /// string left as it arrived is borrowed from `raw`. Same result, errors included (an
     /// unparsable payload is normalised as a string).
-    pub fn parse_normalized<'r>(&self, raw: Option<&'r serde_json::value::RawValue>) -> Json<'r> {
+    pub fn parse_normalized<'r>(&self, raw: Option<&'r JsonText>) -> Json<'r> {
         let Some(r) = raw else {
             return Json::Null;
         };
@@ -724,7 +724,7 @@ pub fn canonical_string(v: &Json<'_>) -> String {
 }
 
 /// Parse raw JSON; an unparsable payload (cannot happen for decoded events) is kept as a string.
-pub fn parse_raw(raw: Option<&serde_json::value::RawValue>) -> Value {
+pub fn parse_raw(raw: Option<&JsonText>) -> Value {
     match raw {
         None => Value::Null,
         Some(r) => {
@@ -787,7 +787,7 @@ fn oversized(raw: &str, max: usize) -> Json<'static> {
 }
 
 /// Parse a field, or summarise it when it is above `max` bytes (0 = no limit).
-fn parse_bounded(raw: Option<&serde_json::value::RawValue>, max: usize) -> Option<Json<'static>> {
+fn parse_bounded(raw: Option<&JsonText>, max: usize) -> Option<Json<'static>> {
     match raw {
         Some(r) if max > 0 && r.get().len() > max => Some(oversized(r.get(), max)),
         _ => None,
@@ -820,20 +820,20 @@ impl<'s> Canonical<'s> {
             .map(|name| keelwave_raw(name, step.tool_input.as_ref().map(|r| r.get())));
         let vol = keys.volatility(step.tool_name.as_deref());
         let max = cfg.fingerprint.max_field_bytes;
-        let field = |raw: Option<&'s serde_json::value::RawValue>| {
+        let field = |raw: Option<&'s JsonText>| {
             parse_bounded(raw, max).unwrap_or_else(|| vol.parse_normalized(raw))
         };
-        let input = field(step.tool_input.as_deref());
-        let output = field(step.tool_output.as_deref());
-        let text = |v: &Json<'_>, raw: Option<&serde_json::value::RawValue>, mut s: String| {
+        let input = field(step.tool_input.as_ref());
+        let output = field(step.tool_output.as_ref());
+        let text = |v: &Json<'_>, raw: Option<&JsonText>, mut s: String| {
             s.clear();
             // The canonical form is about as long as the payload: size it once.
             s.reserve(raw.map_or(8, |r| r.get().len() + 8));
             write_canonical(v, &mut s);
             s
         };
-        let input_text = text(&input, step.tool_input.as_deref(), bufs.0);
-        let output_text = text(&output, step.tool_output.as_deref(), bufs.1);
+        let input_text = text(&input, step.tool_input.as_ref(), bufs.0);
+        let output_text = text(&output, step.tool_output.as_ref(), bufs.1);
         let (ci, co) = match step.tool_name.as_deref() {
             Some(t) => (
                 Some(canonical_input_fp(t, &input_text)),
@@ -1071,14 +1071,14 @@ mod tests {
     }
 
     fn old_path(vol: &Volatility, raw: &str) -> Value {
-        let r = serde_json::value::RawValue::from_string(raw.to_string()).unwrap();
+        let r = JsonText::parse(raw).unwrap();
         let mut v = parse_raw(Some(&r));
         vol.normalize_in_place(&mut v);
         v
     }
 
     fn new_path(vol: &Volatility, raw: &str) -> Value {
-        let r = serde_json::value::RawValue::from_string(raw.to_string()).unwrap();
+        let r = JsonText::parse(raw).unwrap();
         vol.parse_normalized(Some(&r)).to_value()
     }
 
@@ -1106,7 +1106,7 @@ mod tests {
                 let vol = keys.volatility(tool);
                 let (old, new) = (old_path(&vol, raw), new_path(&vol, raw));
                 assert_eq!(old, new, "{raw}");
-                let r = serde_json::value::RawValue::from_string(raw.to_string()).unwrap();
+                let r = JsonText::parse(raw).unwrap();
                 assert_eq!(
                     canonical_string(&Json::from_value(old)),
                     canonical_string(&vol.parse_normalized(Some(&r))),

@@ -827,7 +827,7 @@ fn output_kind(out: &Json<'_>) -> OutKind {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::contract::RunKey;
+    use crate::contract::{JsonText, RunKey};
     use crate::engine::detectors::ClassWords;
     use crate::engine::text::name_key;
 
@@ -848,8 +848,8 @@ pub(super) mod tests {
             step_type: "tool_call".into(),
             content: None,
             tool_name: Some(tool.into()),
-            tool_input: serde_json::value::RawValue::from_string(input.into()).ok(),
-            tool_output: serde_json::value::RawValue::from_string(output.into()).ok(),
+            tool_input: JsonText::parse(input).ok(),
+            tool_output: JsonText::parse(output).ok(),
             tool_success: success,
             tool_latency_ms: None,
             tokens: None,

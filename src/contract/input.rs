@@ -21,7 +21,7 @@ use time::OffsetDateTime;
 /// bytes), known to be valid JSON. serde_json's `Box<RawValue>` would do, but it can only be
 /// built by parsing the text again, and the fast path's scan has already checked it by
 /// serde_json's own rules: that second parse was 3 % of a replay.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonText(Box<str>);
 
 impl JsonText {
@@ -43,15 +43,6 @@ impl JsonText {
 impl From<&RawValue> for JsonText {
     fn from(r: &RawValue) -> Self {
         Self(r.get().into())
-    }
-}
-
-/// As `RawValue` shows itself, so debug output reads as before.
-impl std::fmt::Debug for JsonText {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("RawValue")
-            .field(&format_args!("{}", self.get()))
-            .finish()
     }
 }
 

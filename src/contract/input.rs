@@ -426,12 +426,7 @@ fn decode_fast(text: &str) -> Option<Event> {
             }
         }
     };
-    let boxed = |i: usize| -> Option<Option<JsonText>> {
-        match raw(i)? {
-            None => Some(None),
-            Some(r) => Some(Some(JsonText::scanned(r))),
-        }
-    };
+    let json_text = |i: usize| raw(i).map(|r| r.map(JsonText::scanned));
     let u64_field = |i: usize, name: &'static str| -> Option<Option<u64>> {
         match raw(i)? {
             None => Some(None),
@@ -475,7 +470,7 @@ fn decode_fast(text: &str) -> Option<Event> {
             ts_ms,
             agent_name: non_empty(string(scan::AGENT_NAME)?, "agent_name").ok()?,
             input: string(scan::INPUT)?,
-            metadata: boxed(scan::METADATA)?,
+            metadata: json_text(scan::METADATA)?,
         }),
         "step" => Event::Step(Step {
             key,
@@ -484,8 +479,8 @@ fn decode_fast(text: &str) -> Option<Event> {
             step_type: non_empty(string(scan::STEP_TYPE)?, "step_type").ok()?,
             content: string(scan::CONTENT)?,
             tool_name: opt_id(string(scan::TOOL_NAME)?, "tool_name").ok()?,
-            tool_input: boxed(scan::TOOL_INPUT)?,
-            tool_output: boxed(scan::TOOL_OUTPUT)?,
+            tool_input: json_text(scan::TOOL_INPUT)?,
+            tool_output: json_text(scan::TOOL_OUTPUT)?,
             tool_success: bool_field(scan::TOOL_SUCCESS)?,
             tool_latency_ms: f64_field(scan::TOOL_LATENCY_MS)?,
             tokens: u64_field(scan::TOKENS, "tokens")?,
@@ -493,7 +488,7 @@ fn decode_fast(text: &str) -> Option<Event> {
             tokens_in_context: u64_field(scan::TOKENS_IN_CONTEXT, "tokens_in_context")?,
             agent: opt_id(string(scan::AGENT)?, "agent").ok()?,
             caller: opt_id(string(scan::CALLER)?, "caller").ok()?,
-            metadata: boxed(scan::METADATA)?,
+            metadata: json_text(scan::METADATA)?,
         }),
         "run_finished" => {
             let status = match string(scan::STATUS)??.as_str() {

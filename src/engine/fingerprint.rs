@@ -1233,7 +1233,7 @@ mod tests {
             let s = match at {
                 0 => format!("{filler}{s}"),
                 1 => format!("{s}{filler}"),
-                _ => filler.clone(),
+                _ => filler,
             };
             proptest::prop_assert_eq!(
                 may_hold_volatile(&s),

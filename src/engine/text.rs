@@ -28,18 +28,22 @@ pub fn normalize_volatile_cow(s: &str) -> std::borrow::Cow<'_, str> {
     let mut in_word = false;
     // Blocks of 64 bytes, classified into bit masks without a branch per byte: a scan that
     // branched at every word's start and end mispredicted twice a word, and this runs over
-    // every payload string and message.
-    for (n, block) in b.chunks(64).enumerate() {
-        let (mut word, mut hex) = (0u64, 0u64);
-        for (j, &c) in block.iter().enumerate() {
-            let class = BYTE_CLASS[usize::from(c)];
-            word |= u64::from(class != OTHER) << j;
-            hex |= u64::from(class == HEX) << j;
-        }
+    // every payload string and message. The last block is padded with spaces (neither class).
+    each_block64(b, b' ', |n, block| {
+        let word = byte_mask(block, |c| c.is_ascii_alphanumeric());
+        let hex = byte_mask(block, |c| c.is_ascii_hexdigit());
         // Only start a match at a token boundary, so `abc123...` inside a word is left alone;
         // and every volatile value starts with a hex digit (most words do not: nothing to try).
         let mut starts = hex & !((word << 1) | u64::from(in_word));
-        in_word = word >> (block.len() - 1) & 1 == 1;
+        // A value starting with a letter is a UUID or a hex run, eight hex digits at least: a
+        // word like `data` or `each` is not tried. Bit j of `hex8`: bytes j..j+8 are all hex
+        // (from bit 57 up it cannot tell, the run going on into the next block: tried).
+        let mut hex8 = hex & (hex >> 1);
+        hex8 &= hex8 >> 2;
+        hex8 &= hex8 >> 4;
+        let digit = byte_mask(block, |c| c.is_ascii_digit());
+        starts &= digit | hex8 | (!0u64 << 57);
+        in_word = word >> 63 == 1;
         while starts != 0 {
             let i = n * 64 + starts.trailing_zeros() as usize;
             starts &= starts - 1;
@@ -56,7 +60,7 @@ pub fn normalize_volatile_cow(s: &str) -> std::borrow::Cow<'_, str> {
                 last = resume;
             }
         }
-    }
+    });
     if last == 0 {
         return std::borrow::Cow::Borrowed(s);
     }
@@ -64,25 +68,43 @@ pub fn normalize_volatile_cow(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// [`normalize_volatile_cow`]'s view of a byte, one load instead of a chain of range checks
-/// for each byte of every text it scans.
-const OTHER: u8 = 0;
-const WORD: u8 = 1;
-const HEX: u8 = 2;
-const BYTE_CLASS: [u8; 256] = {
-    let mut t = [OTHER; 256];
-    let mut c = 0;
-    while c < 256 {
-        let b = c as u8;
-        if b.is_ascii_hexdigit() {
-            t[c] = HEX;
-        } else if b.is_ascii_alphanumeric() {
-            t[c] = WORD;
+/// `f(n, block)` for each block of 64 bytes of `b` in turn, the last one padded with `pad`.
+#[inline(always)]
+fn each_block64(b: &[u8], pad: u8, mut f: impl FnMut(usize, &[u8; 64])) {
+    let mut full = b.chunks_exact(64);
+    let mut n = 0;
+    for c in &mut full {
+        if let Ok(block) = <&[u8; 64]>::try_from(c) {
+            f(n, block);
         }
-        c += 1;
+        n += 1;
     }
-    t
-};
+    let rest = full.remainder();
+    if !rest.is_empty() {
+        let mut block = [pad; 64];
+        block[..rest.len()].copy_from_slice(rest);
+        f(n, &block);
+    }
+}
+
+/// Bit `j` set where `f(block[j])`. The test runs on all 64 bytes as 0/1 bytes, which the
+/// compiler does in vector registers when `f` is arithmetic (not a table lookup); each eight
+/// of them are then gathered into a byte by one multiply. A byte loop shifting each bit into
+/// place took about five times as long, and this classifies every message and payload string.
+#[inline(always)]
+fn byte_mask(block: &[u8; 64], f: impl Fn(u8) -> bool) -> u64 {
+    let mut ones = [0u8; 64];
+    for (o, &c) in ones.iter_mut().zip(block) {
+        *o = u8::from(f(c));
+    }
+    let mut m = 0;
+    for (k, e) in ones.chunks_exact(8).enumerate() {
+        let x = u64::from_le_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]);
+        // Byte i (0 or 1) lands on bit 56 + i and nothing else reaches bits 56..64.
+        m |= (x.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
+    }
+    m
+}
 
 fn is_hex(c: u8) -> bool {
     c.is_ascii_hexdigit()
@@ -273,6 +295,15 @@ const ASCII_BREAK: [bool; 256] = {
     }
     t
 };
+
+/// [`ASCII_BREAK`] by arithmetic instead of a lookup, for [`byte_mask`] to test 64 bytes at
+/// once: whitespace, and printable punctuation other than the four kept inside words.
+#[inline(always)]
+fn is_break(c: u8) -> bool {
+    let space = (c.wrapping_sub(0x09) < 5) | (c == b' ');
+    let kept = c.is_ascii_alphanumeric() | (c == b'.') | (c == b'-') | (c == b'_') | (c == b'/');
+    space | ((c.wrapping_sub(0x21) < 0x5e) & !kept)
+}
 
 /// The tokens of [`Words::of`] for ASCII text, in their original case and in place (no copy):
 /// for a caller that only compares them, ASCII-case-insensitively. Meaningless for non-ASCII
@@ -586,9 +617,9 @@ const fn pack_lower(t: &[u8]) -> Option<u64> {
     Some(k)
 }
 
-/// [`STOPWORDS`] packed, in an open-addressed table a sixth full: every token of every
-/// thought and argument set is looked up, and most are found absent at their first slot (a
-/// binary search took six dependent loads each).
+/// [`STOPWORDS`] packed, each in its own slot: every token of every thought and argument set
+/// is looked up, and one load and one compare, without a loop, decide (probing an
+/// open-addressed table mispredicted on the stopwords found at their first slot).
 const STOP_SLOTS: usize = 256;
 const STOP_TABLE: [u64; STOP_SLOTS] = {
     let mut t = [0u64; STOP_SLOTS];
@@ -598,9 +629,9 @@ const STOP_TABLE: [u64; STOP_SLOTS] = {
             Some(k) => k,
             None => panic!("a stopword is longer than seven bytes"),
         };
-        let mut at = stop_slot(k);
-        while t[at] != 0 {
-            at = (at + 1) % STOP_SLOTS;
+        let at = stop_slot(k);
+        if t[at] != 0 {
+            panic!("two stopwords share a slot: pick another multiplier for stop_slot");
         }
         t[at] = k;
         i += 1;
@@ -608,8 +639,10 @@ const STOP_TABLE: [u64; STOP_SLOTS] = {
     t
 };
 
+/// A multiplicative hash under which the stopwords' slots are all distinct (found by trying
+/// odd multipliers; the table's construction fails to compile if one is not).
 const fn stop_slot(k: u64) -> usize {
-    (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize
+    (k.wrapping_mul(0x6b4c_b242_4a23_d597) >> 56) as usize
 }
 
 /// Light stemming so `files`/`file`, `searching`/`search` meet; deterministic and dependency-free.
@@ -759,10 +792,9 @@ fn ascii_feature_hashes(text: &str, out: &mut Vec<u64>) {
 /// included.
 fn ascii_feature_hashes_raw(text: &str, out: &mut Vec<u64>) {
     let mut prev: Option<u64> = None;
-    for t in ascii_tokens(text) {
-        let t = t.as_bytes();
-        if is_ascii_stopword(t) {
-            continue;
+    for_each_ascii_token(text.as_bytes(), |t, head| {
+        if is_stopword_head(t.len(), head) {
+            return;
         }
         let t = ascii_stem(t);
         let pair_from = prev.map(|p| fnv64_from(p, b" "));
@@ -772,6 +804,62 @@ fn ascii_feature_hashes_raw(text: &str, out: &mut Vec<u64>) {
             out.push(pair);
         }
         prev = Some(h);
+    });
+}
+
+/// The tokens of [`ascii_tokens`], handed to `f` in order with their first eight bytes as
+/// one little-endian integer (zeros past the text's end; bytes past the token's end are
+/// whatever follows it). Token bounds come from bit masks of 64 bytes at a time, classified
+/// without a branch per byte: the iterator's scan to each token's end mispredicted at every
+/// word, and every thought and argument set is tokenised.
+#[inline(always)]
+fn for_each_ascii_token<'a>(b: &'a [u8], mut f: impl FnMut(&'a [u8], u64)) {
+    // Trims the token `b[start..end]` as `AsciiTokens` does and hands on what is left.
+    let mut emit = |mut start: usize, mut end: usize| {
+        while start < end && is_trimmed(b[start]) {
+            start += 1;
+        }
+        while start < end && is_trimmed(b[end - 1]) {
+            end -= 1;
+        }
+        if start == end {
+            return;
+        }
+        let head = match b.get(start..start + 8) {
+            Some(w) => u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]),
+            None => b[start..]
+                .iter()
+                .rev()
+                .fold(0, |k, &c| k << 8 | u64::from(c)),
+        };
+        f(&b[start..end], head);
+    };
+    // Where the open token started, if one runs into the current block.
+    let mut open: Option<usize> = None;
+    // Padded with a break: a token open at the text's end ends there.
+    each_block64(b, b' ', |n, block| {
+        let word = !byte_mask(block, is_break);
+        let carry = u64::from(open.is_some());
+        // A start is a word byte after a break; an end, a break byte after a word byte.
+        let mut starts = word & !((word << 1) | carry);
+        let mut ends = !word & ((word << 1) | carry);
+        // Starts and ends alternate: take whichever comes first.
+        while starts | ends != 0 {
+            let at = (starts | ends).trailing_zeros();
+            let i = n * 64 + at as usize;
+            if starts >> at & 1 == 1 {
+                starts &= starts - 1;
+                open = Some(i);
+            } else {
+                ends &= ends - 1;
+                if let Some(s) = open.take() {
+                    emit(s, i);
+                }
+            }
+        }
+    });
+    if let Some(s) = open {
+        emit(s, b.len());
     }
 }
 
@@ -795,24 +883,51 @@ fn is_ascii_stopword(t: &[u8]) -> bool {
     let Some(k) = pack_lower(t).filter(|&k| k != 0) else {
         return false;
     };
-    let mut at = stop_slot(k);
-    loop {
-        match STOP_TABLE[at] {
-            0 => return false,
-            x if x == k => return true,
-            _ => at = (at + 1) % STOP_SLOTS,
-        }
-    }
+    STOP_TABLE[stop_slot(k)] == k
 }
 
-/// [`stem`] of an ASCII token as it is once lowercased (the suffixes are lowercase letters).
-fn ascii_stem(w: &[u8]) -> &[u8] {
-    for suf in [&b"ing"[..], b"ed", b"es", b"s"] {
-        if w.len() > suf.len() + 3 && w[w.len() - suf.len()..].eq_ignore_ascii_case(suf) {
-            return &w[..w.len() - suf.len()];
-        }
+/// [`is_ascii_stopword`] of the ASCII token of `len` bytes whose first eight bytes are `head`
+/// (as [`for_each_ascii_token`] gives them): packed with one lowercasing of the word at once
+/// instead of a loop over its bytes.
+#[inline(always)]
+fn is_stopword_head(len: usize, head: u64) -> bool {
+    if len == 0 || len > 7 {
+        return false;
     }
-    w
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let x = head & ((1u64 << (8 * len)) - 1);
+    // Per byte (all below 0x80, so no sum carries into the next): the high bit of c + 0x3f
+    // is set from 'A' up, that of c + 0x25 past 'Z'. Upper-case letters get bit 5.
+    let from_a = x + 0x3f * ONES;
+    let past_z = x + 0x25 * ONES;
+    let upper = from_a & !past_z & (0x80 * ONES);
+    let k = (x | upper >> 2) | (len as u64) << 56;
+    STOP_TABLE[stop_slot(k)] == k
+}
+
+/// [`stem`] of an ASCII token as it is once lowercased, from its last four bytes read at
+/// once: setting bit 5 lowercases an ASCII letter and maps no other byte to one, so it
+/// compares case-insensitively with the (lower-case) suffixes.
+#[inline(always)]
+fn ascii_stem(w: &[u8]) -> &[u8] {
+    let n = w.len();
+    if n < 5 {
+        return w;
+    }
+    let tail = u32::from_le_bytes([w[n - 4], w[n - 3], w[n - 2], w[n - 1]]) | 0x2020_2020;
+    let cut = if n > 6 && tail >> 8 == u32::from_le_bytes([b'i', b'n', b'g', 0]) {
+        3
+    } else if n > 5
+        && (tail >> 16 == u32::from_le_bytes([b'e', b'd', 0, 0])
+            || tail >> 16 == u32::from_le_bytes([b'e', b's', 0, 0]))
+    {
+        2
+    } else if tail >> 24 == u32::from(b's') {
+        1
+    } else {
+        0
+    };
+    &w[..n - cut]
 }
 
 /// [`key64`] of one short name (an agent's; the step view memoises tool names with their
@@ -859,6 +974,13 @@ pub fn key64(domain: &str, parts: &[&[u8]]) -> u64 {
 /// message or error text.
 pub fn normalize_message(s: &str) -> String {
     let v = normalize_volatile_cow(s);
+    if v.is_ascii() && !needs_collapse(v.as_bytes()) {
+        // Most messages: single spaces between words, nothing to collapse. A copy lowercased
+        // in place is the result, without a branch per byte.
+        let mut out = v.into_owned();
+        out.make_ascii_lowercase();
+        return out;
+    }
     if v.is_ascii() {
         // The same result in one pass over the bytes: for ASCII text `split_whitespace` breaks
         // at tab, LF, VT, FF, CR and space, and lowercasing is per byte.
@@ -889,6 +1011,28 @@ pub fn normalize_message(s: &str) -> String {
         }
     }
     out
+}
+
+/// Whether collapsing the whitespace of ASCII text changes it: a tab, LF, VT, FF or CR
+/// anywhere, a space at either end or two spaces in a row.
+fn needs_collapse(b: &[u8]) -> bool {
+    let ctl = |c: u8| c.wrapping_sub(0x09) < 5;
+    let (Some(&first), Some(&last)) = (b.first(), b.last()) else {
+        return false;
+    };
+    if first == b' ' || last == b' ' || ctl(last) {
+        return true;
+    }
+    let pair = |w: &[u8]| ctl(w[0]) | ((w[0] == b' ') & (w[1] == b' '));
+    // 32 pairs at a time (33 bytes), without an exit per pair: vector compares.
+    let mut at = 0;
+    while let Some(block) = b.get(at..at + 33) {
+        if block.windows(2).fold(false, |any, w| any | pair(w)) {
+            return true;
+        }
+        at += 32;
+    }
+    b[at..].windows(2).any(pair)
 }
 
 /// The identity form of an error message: [`normalize_message`] plus the values that differ
@@ -1146,6 +1290,9 @@ mod tests {
                 "{c}"
             );
         }
+        for c in 0..=u8::MAX {
+            assert_eq!(is_break(c), ASCII_BREAK[usize::from(c)], "{c}");
+        }
         let ascii = "Error: Old TEXT\x0bnot found\tin x.py (see /tmp/a_b-); __init__.py -- a.b. c/";
         let reference: Vec<String> = ascii
             .split(is_word_break)
@@ -1355,6 +1502,16 @@ mod tests {
         }
     }
 
+    /// `ascii_stem` as first written, a suffix compare at a time.
+    fn reference_ascii_stem(w: &[u8]) -> &[u8] {
+        for suf in [&b"ing"[..], b"ed", b"es", b"s"] {
+            if w.len() > suf.len() + 3 && w[w.len() - suf.len()..].eq_ignore_ascii_case(suf) {
+                return &w[..w.len() - suf.len()];
+            }
+        }
+        w
+    }
+
     /// The scan as first written, one byte at a time: what the block scan must equal.
     fn byte_by_byte(s: &str) -> String {
         let b = s.as_bytes();
@@ -1377,6 +1534,59 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The block scan gives the tokens the iterator gives: across block boundaries, at the
+        /// text's ends, with tokens trimmed to nothing.
+        #[test]
+        fn token_spans_match_the_iterator(
+            parts in proptest::collection::vec(proptest::prop_oneof![
+                proptest::string::string_regex("[a-zA-Z0-9]{1,70}").unwrap(),
+                proptest::string::string_regex("[-._/]{1,3}").unwrap(),
+                proptest::string::string_regex("[ ,:()\t\n]{1,3}").unwrap(),
+            ], 0..40)
+        ) {
+            let s: String = parts.concat();
+            let mut got: Vec<&str> = Vec::new();
+            for_each_ascii_token(s.as_bytes(), |t, head| {
+                // The head is the token's first bytes, then what follows it (or zeros).
+                let at = t.as_ptr() as usize - s.as_ptr() as usize;
+                let mut want = [0u8; 8];
+                let follow = &s.as_bytes()[at..];
+                let n = follow.len().min(8);
+                want[..n].copy_from_slice(&follow[..n]);
+                assert_eq!(head, u64::from_le_bytes(want));
+                got.push(std::str::from_utf8(t).unwrap_or("?"));
+            });
+            proptest::prop_assert_eq!(got, reference_ascii_tokens(&s));
+        }
+
+        /// The bit gathered for each byte is the byte's own, in its place.
+        #[test]
+        fn byte_masks_hold_each_bytes_test(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 64)) {
+            let mut block = [0u8; 64];
+            block.copy_from_slice(&bytes);
+            let mut want = 0u64;
+            for (j, &c) in bytes.iter().enumerate() {
+                want |= u64::from(c.is_ascii_hexdigit()) << j;
+            }
+            proptest::prop_assert_eq!(byte_mask(&block, |c| c.is_ascii_hexdigit()), want);
+        }
+
+        /// The stopword test and the stem on packed bytes agree with the byte loops, for
+        /// stopwords, near misses and suffixed words in any case, and what follows a token.
+        #[test]
+        fn packed_stopwords_and_stems_agree_with_the_byte_loops(
+            w in "(?i)(a|an|the|is|would|should|about|current|please|th|abouts|x|[a-z@\\[`{]{1,9})(ing|ed|es|s|)",
+            follow in "[ a-z]{0,8}",
+        ) {
+            let s = format!("{w}{follow}");
+            let mut head = [0u8; 8];
+            let n = s.len().min(8);
+            head[..n].copy_from_slice(&s.as_bytes()[..n]);
+            let t = w.as_bytes();
+            proptest::prop_assert_eq!(is_stopword_head(t.len(), u64::from_le_bytes(head)), is_ascii_stopword(t));
+            proptest::prop_assert_eq!(ascii_stem(t), reference_ascii_stem(t));
+        }
+
         /// Whichever version of the MinHash loop the CPU gets (AVX-512 or AVX2), it computes the
         /// definition: per slot k, the least high half of mix(feature ^ k·φ).
         #[test]
@@ -1407,6 +1617,8 @@ mod tests {
                 proptest::prelude::Just("2024-05-01T10:00:00Z".to_string()),
                 proptest::prelude::Just("1700000000".to_string()),
                 proptest::prelude::Just("0.53s".to_string()),
+                proptest::prelude::Just("fa2b1c9e-1a2b-4c3d-8e9f-0123456789ab".to_string()),
+                proptest::prelude::Just("deadbeef-".to_string()),
                 proptest::prelude::Just("12:30:59".to_string()),
                 proptest::prelude::Just("\u{e9}".to_string()),
             ], 0..60)
@@ -1419,6 +1631,35 @@ mod tests {
         /// general path does (control characters other than whitespace included).
         #[test]
         fn ascii_messages_normalise_as_any_text(s in "[ -~\t\n\x0b\x0c\r\x1c\x00]{0,80}") {
+            let v = normalize_volatile_cow(&s);
+            let want: Vec<String> = v.split_whitespace().map(str::to_lowercase).collect();
+            proptest::prop_assert_eq!(normalize_message(&s), want.join(" "));
+        }
+
+        /// Messages spaced as most are, where the result is the text lowercased, and near
+        /// misses of that (a double space, a tab, a space at an end), anywhere in 32-byte
+        /// blocks or their tail.
+        #[test]
+        fn single_spaced_messages_normalise_as_any_text(
+            words in proptest::collection::vec("[A-Za-z0-9.:-]{1,12}", 0..20),
+            seps in proptest::collection::vec(
+                proptest::sample::select(vec![" ", " ", " ", " ", "  ", "\t", " \n"]),
+                20,
+            ),
+            ends in 0usize..4,
+        ) {
+            let mut s = String::new();
+            for (i, w) in words.iter().enumerate() {
+                if i > 0 {
+                    s.push_str(seps[i]);
+                }
+                s.push_str(w);
+            }
+            match ends {
+                0 => s.insert(0, ' '),
+                1 => s.push(' '),
+                _ => {}
+            }
             let v = normalize_volatile_cow(&s);
             let want: Vec<String> = v.split_whitespace().map(str::to_lowercase).collect();
             proptest::prop_assert_eq!(normalize_message(&s), want.join(" "));

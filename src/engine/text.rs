@@ -886,9 +886,10 @@ fn is_ascii_stopword(t: &[u8]) -> bool {
     STOP_TABLE[stop_slot(k)] == k
 }
 
-/// [`is_ascii_stopword`] of the ASCII token of `len` bytes whose first eight bytes are `head`
-/// (as [`for_each_ascii_token`] gives them): packed with one lowercasing of the word at once
-/// instead of a loop over its bytes.
+/// [`is_ascii_stopword`] of the token of `len` bytes whose first eight bytes are `head`, as
+/// [`for_each_ascii_token`] gives them from ASCII text (the lowercasing below needs every
+/// byte under 0x80): packed with one lowercasing of the word at once instead of a loop over
+/// its bytes.
 #[inline(always)]
 fn is_stopword_head(len: usize, head: u64) -> bool {
     if len == 0 || len > 7 {
@@ -974,14 +975,14 @@ pub fn key64(domain: &str, parts: &[&[u8]]) -> u64 {
 /// message or error text.
 pub fn normalize_message(s: &str) -> String {
     let v = normalize_volatile_cow(s);
-    if v.is_ascii() && !needs_collapse(v.as_bytes()) {
-        // Most messages: single spaces between words, nothing to collapse. A copy lowercased
-        // in place is the result, without a branch per byte.
-        let mut out = v.into_owned();
-        out.make_ascii_lowercase();
-        return out;
-    }
     if v.is_ascii() {
+        if !needs_collapse(v.as_bytes()) {
+            // Most messages: single spaces between words, nothing to collapse. A copy
+            // lowercased in place is the result, without a branch per byte.
+            let mut out = v.into_owned();
+            out.make_ascii_lowercase();
+            return out;
+        }
         // The same result in one pass over the bytes: for ASCII text `split_whitespace` breaks
         // at tab, LF, VT, FF, CR and space, and lowercasing is per byte.
         let mut bytes = Vec::with_capacity(v.len());

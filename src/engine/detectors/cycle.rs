@@ -126,17 +126,8 @@ impl CycleState {
             if n < 2 * p {
                 break;
             }
-            // The last `p` actions; `max_len` is at most 8, so no allocation per step.
-            let mut block = [0u64; 8];
-            for (i, a) in block[..p].iter_mut().enumerate() {
-                *a = h.get(n - p + i).action;
-            }
-            let acts = &block[..p];
-            let distinct = acts.iter().any(|a| *a != acts[0]);
-            if !distinct || has_smaller_period(acts) {
-                continue;
-            }
-            // Matching legs walking back from the end.
+            // Matching legs walking back from the end. First: on most steps the newest call
+            // already differs from the one `p` back, whatever the block holds.
             let mut run = 0;
             while run + p < n {
                 let (a, b) = (h.get(n - 1 - run), h.get(n - 1 - run - p));
@@ -146,6 +137,16 @@ impl CycleState {
                 run += 1;
             }
             if run < p {
+                continue;
+            }
+            // The last `p` actions; `max_len` is at most 8, so no allocation per step.
+            let mut block = [0u64; 8];
+            for (i, a) in block[..p].iter_mut().enumerate() {
+                *a = h.get(n - p + i).action;
+            }
+            let acts = &block[..p];
+            let distinct = acts.iter().any(|a| *a != acts[0]);
+            if !distinct || has_smaller_period(acts) {
                 continue;
             }
             let rounds = (run / p + 1) as u32;

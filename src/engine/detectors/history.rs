@@ -9,7 +9,7 @@
 //! removed. Records keep the old per-detector windows (see each detector's `Record`): reading
 //! one gives every entry its own call with one bit, and writing rebuilds each window.
 use serde::Serialize;
-use std::collections::VecDeque;
+use std::collections::{vec_deque, VecDeque};
 
 pub const CYCLE: u8 = 1;
 pub const REPEAT: u8 = 2;
@@ -70,6 +70,84 @@ trait Slot: Copy {
     fn call(&self, base: u64) -> Call;
     fn meta(&self) -> u32;
     fn set_meta(&mut self, m: u32);
+}
+
+/// The window bits of a stored call, whatever its form: what the scans over a window read
+/// and write, without decoding the rest of the call.
+trait Held {
+    fn held(&self) -> u8;
+    fn set_held(&mut self, b: u8);
+}
+
+impl<T: Slot> Held for T {
+    fn held(&self) -> u8 {
+        (self.meta() & 31) as u8
+    }
+
+    fn set_held(&mut self, b: u8) {
+        self.set_meta(self.meta() & !31 | u32::from(b));
+    }
+}
+
+impl Held for Call {
+    fn held(&self) -> u8 {
+        self.bits
+    }
+
+    fn set_held(&mut self, b: u8) {
+        self.bits = b;
+    }
+}
+
+/// Where the oldest of the newest `need` calls holding `bit` sits in `q` (0 when fewer hold it).
+fn first_holding<T: Held>(q: &VecDeque<T>, bit: u8, mut need: usize) -> usize {
+    let mut start = q.len();
+    for s in q.iter().rev() {
+        if need == 0 {
+            break;
+        }
+        start -= 1;
+        if s.held() & bit != 0 {
+            need -= 1;
+        }
+    }
+    start
+}
+
+/// Take `bit` off the oldest `n` calls holding it.
+fn release_oldest<T: Held>(q: &mut VecDeque<T>, bit: u8, mut n: usize) {
+    for s in q.iter_mut() {
+        if n == 0 {
+            break;
+        }
+        let b = s.held();
+        if b & bit != 0 {
+            s.set_held(b & !bit);
+            n -= 1;
+        }
+    }
+}
+
+/// Take `bit` off the calls holding it for which `gone` is true; how many were.
+fn release_if<T: Held>(
+    q: &mut VecDeque<T>,
+    bit: u8,
+    call: impl Fn(&T) -> Call,
+    mut gone: impl FnMut(&Call) -> bool,
+) -> u16 {
+    let mut n = 0;
+    for s in q.iter_mut() {
+        let b = s.held();
+        if b & bit != 0 && gone(&call(s)) {
+            s.set_held(b & !bit);
+            n += 1;
+        }
+    }
+    n
+}
+
+fn all_hold<T: Held>(q: &VecDeque<T>, from: usize, bit: u8) -> bool {
+    q.range(from..).all(|s| s.held() & bit != 0)
 }
 
 fn step_of(c: &Call, base: u64) -> Option<u32> {
@@ -193,12 +271,11 @@ impl<T: Slot> Packed<T> {
     }
 
     fn bits(&self, i: usize) -> u8 {
-        (self.q[i].meta() & 31) as u8
+        self.q[i].held()
     }
 
     fn set_bits(&mut self, i: usize, b: u8) {
-        let s = &mut self.q[i];
-        s.set_meta(s.meta() & !31 | u32::from(b));
+        self.q[i].set_held(b);
     }
 
     /// False when `c` does not fit this form against this base.
@@ -326,12 +403,104 @@ impl Store {
         }
     }
 
+    /// One match per scan rather than one per call: the detectors scan their windows
+    /// several times a step, and indexing the store paid the form's match and the ring
+    /// buffer's index arithmetic at every call.
+    fn first_holding(&self, bit: u8, need: usize) -> usize {
+        match self {
+            Store::Lean(p) => first_holding(&p.q, bit, need),
+            Store::Wide(p) => first_holding(&p.q, bit, need),
+            Store::Whole(q) => first_holding(q, bit, need),
+        }
+    }
+
+    fn release_oldest(&mut self, bit: u8, n: usize) {
+        match self {
+            Store::Lean(p) => release_oldest(&mut p.q, bit, n),
+            Store::Wide(p) => release_oldest(&mut p.q, bit, n),
+            Store::Whole(q) => release_oldest(q, bit, n),
+        }
+    }
+
+    fn release_if(&mut self, bit: u8, gone: impl FnMut(&Call) -> bool) -> u16 {
+        match self {
+            Store::Lean(p) => release_if(&mut p.q, bit, |s| s.call(p.base), gone),
+            Store::Wide(p) => release_if(&mut p.q, bit, |s| s.call(p.base), gone),
+            Store::Whole(q) => release_if(q, bit, |c| *c, gone),
+        }
+    }
+
+    fn all_hold(&self, from: usize, bit: u8) -> bool {
+        match self {
+            Store::Lean(p) => all_hold(&p.q, from, bit),
+            Store::Wide(p) => all_hold(&p.q, from, bit),
+            Store::Whole(q) => all_hold(q, from, bit),
+        }
+    }
+
+    /// The calls from index `from` on that hold `bit`, oldest first.
+    fn holding(&self, from: usize, bit: u8) -> Holding<'_> {
+        let calls = match self {
+            Store::Lean(p) => Forms::Lean(p.base, p.q.range(from..)),
+            Store::Wide(p) => Forms::Wide(p.base, p.q.range(from..)),
+            Store::Whole(q) => Forms::Whole(q.range(from..)),
+        };
+        Holding { bit, calls }
+    }
+
     /// Keep only the calls some window holds.
     fn retain_held(&mut self) {
         match self {
             Store::Lean(p) => p.retain_held(),
             Store::Wide(p) => p.retain_held(),
             Store::Whole(q) => q.retain(|c| c.bits != 0),
+        }
+    }
+}
+
+/// The calls of one window, decoded as they are read: see [`Store::holding`].
+#[derive(Clone)]
+pub struct Holding<'a> {
+    bit: u8,
+    calls: Forms<'a>,
+}
+
+#[derive(Clone)]
+enum Forms<'a> {
+    Lean(u64, vec_deque::Iter<'a, Lean>),
+    Wide(u64, vec_deque::Iter<'a, Wide>),
+    Whole(vec_deque::Iter<'a, Call>),
+}
+
+impl Iterator for Holding<'_> {
+    type Item = Call;
+
+    fn next(&mut self) -> Option<Call> {
+        let bit = self.bit;
+        match &mut self.calls {
+            Forms::Lean(base, it) => it.find(|s| s.held() & bit != 0).map(|s| s.call(*base)),
+            Forms::Wide(base, it) => it.find(|s| s.held() & bit != 0).map(|s| s.call(*base)),
+            Forms::Whole(it) => it.find(|c| c.bits & bit != 0).copied(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = match &self.calls {
+            Forms::Lean(_, it) => it.len(),
+            Forms::Wide(_, it) => it.len(),
+            Forms::Whole(it) => it.len(),
+        };
+        (0, Some(left))
+    }
+}
+
+impl DoubleEndedIterator for Holding<'_> {
+    fn next_back(&mut self) -> Option<Call> {
+        let bit = self.bit;
+        match &mut self.calls {
+            Forms::Lean(base, it) => it.rfind(|s| s.held() & bit != 0).map(|s| s.call(*base)),
+            Forms::Wide(base, it) => it.rfind(|s| s.held() & bit != 0).map(|s| s.call(*base)),
+            Forms::Whole(it) => it.rfind(|c| c.bits & bit != 0).copied(),
         }
     }
 }
@@ -383,16 +552,8 @@ impl History {
             n += 1;
         }
         let over = n.saturating_sub(cap.clamp(1, MAX_WINDOW));
-        let mut left = over;
-        for i in 0..self.calls.len() {
-            if left == 0 {
-                break;
-            }
-            let b = self.calls.bits(i);
-            if b & bit != 0 {
-                self.calls.set_bits(i, b & !bit);
-                left -= 1;
-            }
+        if over > 0 {
+            self.calls.release_oldest(bit, over);
         }
         // At most MAX_WINDOW now.
         self.counts[slot(bit)] = (n - over) as u16;
@@ -400,14 +561,9 @@ impl History {
     }
 
     /// Remove the calls of `bit`'s window for which `gone` is true.
-    pub fn leave(&mut self, bit: u8, mut gone: impl FnMut(&Call) -> bool) {
-        for i in 0..self.calls.len() {
-            let b = self.calls.bits(i);
-            if b & bit != 0 && gone(&self.calls.get(i)) {
-                self.calls.set_bits(i, b & !bit);
-                self.counts[slot(bit)] -= 1;
-            }
-        }
+    pub fn leave(&mut self, bit: u8, gone: impl FnMut(&Call) -> bool) {
+        let n = self.calls.release_if(bit, gone);
+        self.counts[slot(bit)] -= n;
     }
 
     pub fn len(&self, bit: u8) -> usize {
@@ -417,22 +573,12 @@ impl History {
     /// Where `bit`'s oldest call is: the short windows (no progress, near-duplicates) sit at
     /// the end of a history the cycle window keeps long, so scans start there.
     fn first(&self, bit: u8) -> usize {
-        let mut need = self.len(bit);
-        let mut start = self.calls.len();
-        while need > 0 && start > 0 {
-            start -= 1;
-            if self.calls.bits(start) & bit != 0 {
-                need -= 1;
-            }
-        }
-        start
+        self.calls.first_holding(bit, self.len(bit))
     }
 
     /// `bit`'s window, oldest first.
-    pub fn members(&self, bit: u8) -> impl DoubleEndedIterator<Item = Call> + Clone + '_ {
-        (self.first(bit)..self.calls.len())
-            .filter(move |&i| self.calls.bits(i) & bit != 0)
-            .map(|i| self.calls.get(i))
+    pub fn members(&self, bit: u8) -> Holding<'_> {
+        self.calls.holding(self.first(bit), bit)
     }
 
     /// `bit`'s window with indexed access: a view of the newest calls when they are all in it
@@ -444,7 +590,7 @@ impl History {
         if start == 0 && n == self.calls.len() {
             return View::Suffix(self, 0);
         }
-        if (start..self.calls.len()).all(|i| self.calls.bits(i) & bit != 0) {
+        if self.calls.all_hold(start, bit) {
             View::Suffix(self, start)
         } else {
             View::Listed(self.members(bit).collect())

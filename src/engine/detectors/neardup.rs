@@ -569,8 +569,10 @@ impl NearDupState {
                     .all(|(_, c)| c.tool != cur.tool || !stagnant(&c, &cur)),
             "a window entry could join the cluster"
         );
-        let cluster: Vec<(history::Call, Call<'_>)> = if features == 0 || unlike {
-            Vec::new()
+        // On the stack: a cluster forms on a fifth of the calls, and is rarely long.
+        let cluster: smallvec::SmallVec<[(history::Call, Call<'_>); 4]> = if features == 0 || unlike
+        {
+            smallvec::SmallVec::new()
         } else {
             self.entries(hist)
                 .filter(|(_, c)| {

@@ -156,27 +156,27 @@ pub fn key_norm(k: &str) -> String {
 }
 
 /// [`key_norm`] without allocating for ordinary key lengths: every key of every payload is
-/// looked up, so this runs for each of them on every step.
-fn with_key_norm<R>(k: &str, f: impl FnOnce(&str) -> R) -> R {
+/// looked up, so this runs for each of them on every step. As bytes: the form is ASCII, and
+/// checking that it is UTF-8 again cost a call per key.
+fn with_key_norm<R>(k: &str, f: impl FnOnce(&[u8]) -> R) -> R {
     let mut buf = [0u8; 64];
     let mut n = 0;
     for b in k.bytes() {
         if b.is_ascii_alphanumeric() {
             if n == buf.len() {
-                return f(&key_norm(k));
+                return f(key_norm(k).as_bytes());
             }
             buf[n] = b.to_ascii_lowercase();
             n += 1;
         }
     }
-    // Only ASCII alphanumerics were copied, so this is always valid UTF-8.
-    f(std::str::from_utf8(&buf[..n]).unwrap_or(""))
+    f(&buf[..n])
 }
 
 /// What a [`key_norm`] form is configured as: [`VOLATILE`] and/or [`REDACT`] bits.
 #[derive(Debug, Clone, Default)]
 struct KeyFlags {
-    map: HashMap<String, u8, BuildHasherDefault<FxHasher>>,
+    map: HashMap<Box<[u8]>, u8, BuildHasherDefault<FxHasher>>,
     /// One bit per [`KeyFlags::bucket`] of a configured form. Nearly every key of a payload is
     /// not configured, and this answers for most of them without hashing the key.
     filter: [u64; 8],
@@ -186,8 +186,7 @@ const REDACT: u8 = 2;
 
 impl KeyFlags {
     /// 0..512 from the length and the first and last bytes: no loop over the key.
-    fn bucket(norm: &str) -> usize {
-        let b = norm.as_bytes();
+    fn bucket(b: &[u8]) -> usize {
         let (first, last) = (b.first().copied(), b.last().copied());
         let h = (b.len() as u32).wrapping_mul(0x9E37_79B1)
             ^ u32::from(first.unwrap_or(0)).wrapping_mul(0x85EB_CA77)
@@ -196,12 +195,15 @@ impl KeyFlags {
     }
 
     fn add(&mut self, norm: String, flag: u8) {
-        let i = Self::bucket(&norm);
+        let i = Self::bucket(norm.as_bytes());
         self.filter[i / 64] |= 1 << (i % 64);
-        *self.map.entry(norm).or_default() |= flag;
+        *self
+            .map
+            .entry(norm.into_bytes().into_boxed_slice())
+            .or_default() |= flag;
     }
 
-    fn get(&self, norm: &str) -> u8 {
+    fn get(&self, norm: &[u8]) -> u8 {
         let i = Self::bucket(norm);
         if self.filter[i / 64] & (1 << (i % 64)) == 0 {
             return 0;
@@ -274,12 +276,12 @@ pub struct Volatility<'a> {
 }
 
 impl Volatility<'_> {
-    fn flags(&self, norm: &str) -> u8 {
+    fn flags(&self, norm: &[u8]) -> u8 {
         self.keys.get(norm)
     }
 
     /// `norm` is `key_norm(k)`, `flags` its [`Volatility::flags`].
-    fn is_volatile_key(&self, k: &str, norm: &str, flags: u8) -> bool {
+    fn is_volatile_key(&self, k: &str, norm: &[u8], flags: u8) -> bool {
         if flags & VOLATILE != 0 {
             return true;
         }
@@ -291,7 +293,7 @@ impl Volatility<'_> {
         // `created_at` / `sentAt` (a lowercase letter before `At`) / `...timestamp`.
         (n > 3 && k.ends_with("_at"))
             || (n > 2 && k.ends_with("At") && b[n - 3].is_ascii_lowercase())
-            || (n > 9 && norm.ends_with("timestamp"))
+            || (n > 9 && norm.ends_with(b"timestamp"))
     }
 
     /// An HTTP response dump (`curl -i`, a raw client log): the values of volatile header
@@ -313,7 +315,7 @@ impl Volatility<'_> {
                     in_headers = false;
                 } else if let Some((name, _)) = line.split_once(':') {
                     let k = key_norm(name);
-                    if self.flags(&k) & REDACT != 0 {
+                    if self.flags(k.as_bytes()) & REDACT != 0 {
                         out.push_str(name);
                         out.push_str(": ");
                         out.push_str(REDACTED);
@@ -321,8 +323,8 @@ impl Volatility<'_> {
                     }
                     let bare = k.strip_prefix('x').filter(|_| name.starts_with(['x', 'X']));
                     if HTTP_VOLATILE_HEADERS.contains(&k.as_str())
-                        || self.flags(&k) & VOLATILE != 0
-                        || bare.is_some_and(|b| self.flags(b) & VOLATILE != 0)
+                        || self.flags(k.as_bytes()) & VOLATILE != 0
+                        || bare.is_some_and(|b| self.flags(b.as_bytes()) & VOLATILE != 0)
                     {
                         out.push_str(name);
                         out.push_str(": <volatile>");
@@ -1245,8 +1247,8 @@ mod tests {
         fn key_filter_never_hides_a_configured_key(k in "[a-z0-9]{0,20}") {
             let keys = KeySets::new(&DetectorConfig::default());
             proptest::prop_assert_eq!(
-                keys.keys.get(&k),
-                keys.keys.map.get(&k).copied().unwrap_or(0)
+                keys.keys.get(k.as_bytes()),
+                keys.keys.map.get(k.as_bytes()).copied().unwrap_or(0)
             );
         }
     }
@@ -1256,12 +1258,12 @@ mod tests {
         let cfg = DetectorConfig::default();
         let keys = KeySets::new(&cfg);
         for k in cfg.fingerprint.volatile_keys.iter() {
-            assert_ne!(keys.keys.get(&key_norm(k)) & VOLATILE, 0, "{k}");
+            assert_ne!(keys.keys.get(key_norm(k).as_bytes()) & VOLATILE, 0, "{k}");
         }
         for k in cfg.fingerprint.redact_keys.iter() {
-            assert_ne!(keys.keys.get(&key_norm(k)) & REDACT, 0, "{k}");
+            assert_ne!(keys.keys.get(key_norm(k).as_bytes()) & REDACT, 0, "{k}");
         }
-        assert_eq!(keys.keys.get("path"), 0);
+        assert_eq!(keys.keys.get(b"path"), 0);
     }
 
     #[test]

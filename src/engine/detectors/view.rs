@@ -387,26 +387,30 @@ pub fn reports_in_progress(output_text: &str) -> bool {
 /// found here with one 4-byte compare per position instead of tokenising (most outputs have
 /// none). Setting bit 5 lowercases an ASCII letter and maps no other byte to a letter.
 fn may_hold_state_key(b: &[u8]) -> bool {
-    const fn word(w: &[u8; 4]) -> u32 {
-        u32::from_le_bytes(*w)
-    }
-    const STAT: u32 = word(b"stat");
-    const PHAS: u32 = word(b"phas");
-    const HEAL: u32 = word(b"heal");
-    let hit = |w: &[u8]| {
-        let x = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) | 0x2020_2020;
-        (x == STAT) | (x == PHAS) | (x == HEAL)
+    // Byte-wise compares of four shifted views, which the compiler runs as vector compares;
+    // all three words have `a` third. Comparing each window as one 4-byte word did not
+    // vectorise, and ran a scalar loop over every output.
+    let hit = |a: u8, b: u8, c: u8, d: u8| {
+        let (a, b, c, d) = (a | 0x20, b | 0x20, c | 0x20, d | 0x20);
+        (c == b'a')
+            & ((a == b's') & (b == b't') & (d == b't')
+                | (a == b'p') & (b == b'h') & (d == b's')
+                | (a == b'h') & (b == b'e') & (d == b'l'))
     };
-    // 32 windows at a time (35 bytes), without an exit per window, so the compiler compares
-    // them in vectors: most outputs hold no key and are read to their end.
+    // 32 windows at a time (35 bytes), without an exit per window: most outputs hold no key
+    // and are read to their end.
     let mut at = 0;
-    while let Some(block) = b.get(at..at + 35) {
-        if block.windows(4).fold(false, |any, w| any | hit(w)) {
+    while let Some(Ok(block)) = b.get(at..at + 35).map(<&[u8; 35]>::try_from) {
+        let mut any = 0u8;
+        for i in 0..32 {
+            any |= u8::from(hit(block[i], block[i + 1], block[i + 2], block[i + 3]));
+        }
+        if any != 0 {
             return true;
         }
         at += 32;
     }
-    b[at..].windows(4).any(hit)
+    b[at..].windows(4).any(|w| hit(w[0], w[1], w[2], w[3]))
 }
 
 const ERROR_FIELDS: &[&str] = &[

@@ -384,8 +384,8 @@ pub fn reports_in_progress(output_text: &str) -> bool {
 
 /// Whether ASCII text may hold a key token of [`reports_in_progress`]: one ending in `status`
 /// or `state`, or `phase` or `health`, in any case. Each contains one of `stat`, `phas`, `heal`,
-/// found here with one 4-byte compare per position instead of tokenising (most outputs have
-/// none). Setting bit 5 lowercases an ASCII letter and maps no other byte to a letter.
+/// found here by comparing the four bytes at each position instead of tokenising (most outputs
+/// have none). Setting bit 5 lowercases an ASCII letter and maps no other byte to a letter.
 fn may_hold_state_key(b: &[u8]) -> bool {
     // Byte-wise compares of four shifted views, which the compiler runs as vector compares;
     // all three words have `a` third. Comparing each window as one 4-byte word did not

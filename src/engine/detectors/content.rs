@@ -188,10 +188,16 @@ impl ContentState {
         }
 
         let norm = normalize_message(content);
-        let (rich, sig) = feature_sig(&norm, RICH_FEATURES);
+        let key = key64("content", &[norm.as_bytes()]);
+        // A loop repeats its message word for word, and the same text has the same features:
+        // taken from the window, they cost no tokenising and no MinHash.
+        let (rich, sig) = match self.thoughts.iter().rev().find(|t| t.key == key) {
+            Some(t) => (t.rich, t.sig),
+            None => feature_sig(&norm, RICH_FEATURES),
+        };
         let mut cur = Thought {
             step,
-            key: key64("content", &[norm.as_bytes()]),
+            key,
             sig,
             rich,
             novel_at: 0,

@@ -397,6 +397,43 @@ mod tests {
         assert_eq!(d.content.get().map_or(0, |c| c.empty_streak.capacity()), 0);
     }
 
+    /// A message repeated word for word (after normalising) takes its features from the
+    /// window: every thought kept must hold what its own text gives.
+    #[test]
+    fn a_repeated_message_keeps_its_own_features() {
+        use crate::engine::detectors::{budget, view::tests::step, DetectorConfig, RunDetectors};
+        use crate::engine::fingerprint::Canonical;
+        let cfg = DetectorConfig::default();
+        let mut d = RunDetectors::default();
+        let texts = [
+            "check the replica lag on the primary database before the migration",
+            "a short note",
+            "Check the replica  lag on the primary database before the MIGRATION",
+            "a short note",
+            "now look at the connection pool limits and the slow query log for the api",
+            "check the replica lag on the primary database before the migration",
+        ];
+        for (i, text) in texts.iter().enumerate() {
+            let mut s = step("unused", "null", "null", None);
+            (s.step_type, s.tool_name, s.step_index) = ("thought".into(), None, i as u64);
+            (s.tool_input, s.tool_output) = (None, None);
+            s.content = Some(text.to_string());
+            let canon = Canonical::compute(&s, &cfg);
+            d.on_step(&cfg, &s, &canon, budget::Counts::default(), &mut Vec::new());
+        }
+        let kept = d
+            .content
+            .get()
+            .map(|c| c.thoughts.clone())
+            .unwrap_or_default();
+        assert_eq!(kept.len(), texts.len());
+        for (t, text) in kept.iter().zip(texts) {
+            let norm = normalize_message(text);
+            assert_eq!(t.key, key64("content", &[norm.as_bytes()]), "{text}");
+            assert_eq!((t.rich, t.sig), feature_sig(&norm, RICH_FEATURES), "{text}");
+        }
+    }
+
     proptest::proptest! {
         /// `chanting` skips messages shorter than its minimum before building their chant
         /// text, which is right only if that text is never longer than the message.

@@ -347,6 +347,20 @@ fn chanting(cfg: &ContentConfig, content: &str, step: u64) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::detectors::{budget, view::tests::step, DetectorConfig, RunDetectors};
+    use crate::engine::fingerprint::Canonical;
+
+    /// Step `i` of a run: a thought whose content is `text`, through all detectors.
+    fn think(d: &mut RunDetectors, cfg: &DetectorConfig, i: usize, text: &str) -> Vec<Finding> {
+        let mut s = step("unused", "null", "null", None);
+        (s.step_type, s.tool_name, s.step_index) = ("thought".into(), None, i as u64);
+        (s.tool_input, s.tool_output) = (None, None);
+        s.content = Some(text.into());
+        let canon = Canonical::compute(&s, cfg);
+        let mut out = Vec::new();
+        d.on_step(cfg, &s, &canon, budget::Counts::default(), &mut out);
+        out
+    }
 
     /// A thought keeps its information count in 32 bits: counts that fit compare exactly, and
     /// one past them (only a record could hold it) saturates and matches no count.
@@ -370,8 +384,6 @@ mod tests {
     /// leaves no allocation behind (it is nearly always empty, in every open run).
     #[test]
     fn an_ended_empty_streak_is_reported_then_freed() {
-        use crate::engine::detectors::{budget, view::tests::step, DetectorConfig, RunDetectors};
-        use crate::engine::fingerprint::Canonical;
         let cfg = DetectorConfig::default();
         let mut d = RunDetectors::default();
         let mut found = Vec::new();
@@ -380,13 +392,7 @@ mod tests {
             .chain(["the deploy finished and the smoke tests pass"])
             .enumerate()
         {
-            let mut s = step("unused", "null", "null", None);
-            (s.step_type, s.tool_name, s.step_index) = ("thought".into(), None, i as u64);
-            (s.tool_input, s.tool_output) = (None, None);
-            s.content = Some(text.into());
-            let canon = Canonical::compute(&s, &cfg);
-            let mut out = Vec::new();
-            d.on_step(&cfg, &s, &canon, budget::Counts::default(), &mut out);
+            let out = think(&mut d, &cfg, i, text);
             found.extend(out.into_iter().map(|f| (i, f.detector, f.hits)));
             let streak = d.content.get().map_or(0, |c| c.empty_streak.len());
             assert_eq!(streak, if i < first as usize { i + 1 } else { 0 }, "{i}");
@@ -401,8 +407,6 @@ mod tests {
     /// window: every thought kept must hold what its own text gives.
     #[test]
     fn a_repeated_message_keeps_its_own_features() {
-        use crate::engine::detectors::{budget, view::tests::step, DetectorConfig, RunDetectors};
-        use crate::engine::fingerprint::Canonical;
         let cfg = DetectorConfig::default();
         let mut d = RunDetectors::default();
         let texts = [
@@ -414,12 +418,7 @@ mod tests {
             "check the replica lag on the primary database before the migration",
         ];
         for (i, text) in texts.iter().enumerate() {
-            let mut s = step("unused", "null", "null", None);
-            (s.step_type, s.tool_name, s.step_index) = ("thought".into(), None, i as u64);
-            (s.tool_input, s.tool_output) = (None, None);
-            s.content = Some(text.to_string());
-            let canon = Canonical::compute(&s, &cfg);
-            d.on_step(&cfg, &s, &canon, budget::Counts::default(), &mut Vec::new());
+            think(&mut d, &cfg, i, text);
         }
         let kept = d
             .content

@@ -8,8 +8,8 @@
 #   --repeat K   time each contender K times and print min/median/max (default 3)
 #   --eddy PATH  the eddy binary (default: $CARGO_TARGET_DIR/release/eddy, built if missing)
 #
-# The peers are installed from PyPI into a private venv ($EDDY_BENCH_VENV, default
-# ~/.cache/eddy-bench/venv) on first use. eddy's figure is the whole process (start-up, reading,
+# The peers come from PyPI, installed by `scripts/bootstrap --dev` into its venv ($EDDY_BENCH_VENV
+# overrides it). eddy's figure is the whole process (start-up, reading,
 # decoding, all detectors, writing its output events to /dev/null); the Python figures cover only
 # the loop over the trace (their interpreter start-up and imports are left out, which favours
 # them). Nothing here asserts on timings.
@@ -34,10 +34,11 @@ if [[ -z $eddy ]]; then
     [[ -x $eddy ]] || cargo build --release --quiet --bin eddy
 fi
 
-venv=${EDDY_BENCH_VENV:-$HOME/.cache/eddy-bench/venv}
+# The peers come from PyPI through `scripts/bootstrap --dev`, into its venv.
+venv=${EDDY_BENCH_VENV:-${EDDY_CACHE_DIR:-$HOME/.cache/eddy}/venv}
 if ! "$venv/bin/python" -c 'import loopguard, keelwave' 2>/dev/null; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet loopguard-runtime keelwave
+    echo "compare.sh: the peers are not installed in $venv: run scripts/bootstrap --dev" >&2
+    exit 1
 fi
 py=$venv/bin/python
 pin=(taskset -c 0)

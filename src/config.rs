@@ -52,7 +52,13 @@ pub struct Config {
     /// Create missing topics (input, output, dead-letter, changelog) with this many partitions.
     pub create_topics: bool,
     pub topic_partitions: i32,
-    pub topic_replication: i32,
+    /// Replication factor of the topics eddy creates. Unset: the broker's own
+    /// `default.replication.factor` (Kafka >= 2.4), so a cluster's policy applies.
+    pub topic_replication: Option<i32>,
+    /// Apply pending ClickHouse migrations when `eddy run` starts. Turn it off when eddy's
+    /// ClickHouse account may not run DDL: an administrator runs `eddy migrate` (or applies
+    /// `eddy migrate --print`) instead, and the worker checks that the tables are there.
+    pub migrate_on_start: bool,
     pub session_timeout_ms: u32,
     pub clickhouse_url: String,
     pub clickhouse_database: String,
@@ -141,7 +147,8 @@ impl Default for Config {
             group_id: "eddy".into(),
             create_topics: true,
             topic_partitions: 12,
-            topic_replication: 1,
+            topic_replication: None,
+            migrate_on_start: true,
             session_timeout_ms: 45_000,
             clickhouse_url: "http://127.0.0.1:8123".into(),
             clickhouse_database: "eddy".into(),
@@ -330,10 +337,16 @@ impl Config {
                 return bad(format!("clickhouse_cluster `{c}` must be [A-Za-z0-9_.-]+"));
             }
         }
-        for (name, table) in [
-            ("kafka_consumer", &self.kafka_consumer),
-            ("kafka_producer", &self.kafka_producer),
+        for (name, table, reserved) in [
+            ("kafka_consumer", &self.kafka_consumer, RESERVED_CONSUMER),
+            ("kafka_producer", &self.kafka_producer, RESERVED_PRODUCER),
         ] {
+            if let Some((k, why)) = reserved
+                .iter()
+                .find(|(k, _)| table.keys().any(|t| t.eq_ignore_ascii_case(k)))
+            {
+                return bad(format!("[{name}] must not set `{k}`: {why}"));
+            }
             let props = self.kafka_props_for(table);
             let has = |k: &str| props.get(k).is_some_and(|v| !v.is_empty());
             // `sasl.mechanisms` is librdkafka's older spelling of `sasl.mechanism`.
@@ -373,6 +386,11 @@ impl Config {
         if self.topic_partitions < 1 {
             return bad("topic_partitions must be >= 1".into());
         }
+        if let Some(r) = self.topic_replication.filter(|r| *r < 1) {
+            return bad(format!(
+                "topic_replication must be >= 1 (or unset for the broker's default), not {r}"
+            ));
+        }
         if self.delivery == Delivery::ExactlyOnce
             && u64::from(self.transaction_timeout_ms) <= self.flush_interval_ms.saturating_mul(4)
         {
@@ -396,6 +414,56 @@ impl Config {
         Ok(())
     }
 }
+
+/// librdkafka consumer properties eddy sets itself because its guarantees rest on them: an entry
+/// in `[kafka_consumer]` would silently win over eddy's value.
+const RESERVED_CONSUMER: &[(&str, &str)] = &[
+    ("group.id", "set group_id (EDDY_GROUP_ID) instead"),
+    (
+        "bootstrap.servers",
+        "set kafka_brokers (EDDY_KAFKA_BROKERS) instead",
+    ),
+    (
+        "enable.auto.commit",
+        "eddy commits an offset only after ClickHouse and the output topic hold what it covers",
+    ),
+    (
+        "enable.auto.offset.store",
+        "eddy stores an offset only after ClickHouse and the output topic hold what it covers",
+    ),
+    (
+        "isolation.level",
+        "eddy reads read_committed so that aborted transactions never reach the detectors",
+    ),
+];
+
+/// librdkafka producer properties eddy sets itself for its delivery modes.
+const RESERVED_PRODUCER: &[(&str, &str)] = &[
+    (
+        "bootstrap.servers",
+        "set kafka_brokers (EDDY_KAFKA_BROKERS) instead",
+    ),
+    (
+        "enable.idempotence",
+        "eddy's outputs need it on: retries must never duplicate or reorder a signal",
+    ),
+    (
+        "acks",
+        "offsets are committed only after every in-sync replica has the output (acks=all)",
+    ),
+    (
+        "transactional.id",
+        "set transactional_id (EDDY_TRANSACTIONAL_ID) with delivery = \"exactly_once\"",
+    ),
+    (
+        "transaction.timeout.ms",
+        "set transaction_timeout_ms (EDDY_TRANSACTION_TIMEOUT_MS) instead",
+    ),
+    (
+        "partitioner",
+        "outputs and the changelog are partitioned like Kafka's Java clients (murmur2)",
+    ),
+];
 
 /// Properties that say how to reach and authenticate to the brokers, which every client needs.
 fn is_security_property(k: &str) -> bool {
@@ -632,5 +700,49 @@ mod tests {
         };
         let err = cfg.validate().unwrap_err().to_string();
         assert!(err.contains("clickhouse_database"), "{err}");
+    }
+
+    #[test]
+    fn refuses_kafka_properties_that_would_break_the_commit_rule() {
+        for (table, key) in [
+            ("kafka_consumer", "enable.auto.commit"),
+            ("kafka_consumer", "ENABLE.AUTO.OFFSET.STORE"),
+            ("kafka_consumer", "isolation.level"),
+            ("kafka_consumer", "group.id"),
+            ("kafka_producer", "enable.idempotence"),
+            ("kafka_producer", "transactional.id"),
+            ("kafka_producer", "acks"),
+        ] {
+            let mut cfg = Config::default();
+            let t = if table == "kafka_consumer" {
+                &mut cfg.kafka_consumer
+            } else {
+                &mut cfg.kafka_producer
+            };
+            t.insert(key.into(), "x".into());
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(
+                err.contains(table) && err.contains(&key.to_ascii_lowercase()),
+                "{table} {key}: {err}"
+            );
+        }
+        // Tuning properties still pass through.
+        let mut cfg = Config::default();
+        cfg.kafka_consumer
+            .insert("fetch.max.bytes".into(), "52428800".into());
+        cfg.kafka_producer
+            .insert("compression.type".into(), "zstd".into());
+        cfg.validate().unwrap();
+    }
+
+    #[test]
+    fn topic_replication_defaults_to_the_brokers_and_refuses_zero() {
+        assert_eq!(Config::default().topic_replication, None);
+        let cfg = Config {
+            topic_replication: Some(0),
+            ..Config::default()
+        };
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("topic_replication"), "{err}");
     }
 }

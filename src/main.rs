@@ -125,7 +125,7 @@ enum Cmd {
     },
     /// Generate a simulated fleet of agent runs (JSONL file or Kafka topic).
     Simulate(eddy::simulate::SimulateArgs),
-    /// Score the detectors on a labeled corpus (see tests/corpus/README.md).
+    /// Score the detectors on a labeled corpus (DIR holds events `*.jsonl` and `labels.jsonl`).
     Eval { dir: PathBuf },
     /// Serve keelwave's ingest API (agent runs and steps) and publish v1 events to the input topic.
     IngestHttp {

@@ -2,8 +2,8 @@
 //!
 //! An agent instrumented with the `keelwave` SDK switches to eddy by changing its `endpoint`.
 //! Routes, key formats, status codes, envelopes and validation are keelwave's server's
-//! (`cmd/api/agent_runs.go`, `agent_steps.go`, `json.go`, `middleware.go`; see
-//! `shared/anchors/keelwave-wire-contract.md`):
+//! (github.com/keelwave/keelwave: `cmd/api/agent_runs.go`, `agent_steps.go`, `json.go`,
+//! `middleware.go`), as the `keelwave` 0.1.1 SDK on PyPI sends them:
 //!
 //! | route | success | body |
 //! |---|---|---|

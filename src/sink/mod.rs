@@ -16,6 +16,12 @@ pub enum SinkError {
         #[source]
         source: clickhouse::error::Error,
     },
+    #[error(
+        "ClickHouse database `{db}` lacks migrations {pending:?} and migrate_on_start is off. To \
+         fix: run `eddy migrate` with an account that may run DDL (or apply `eddy migrate \
+         --print`), or set migrate_on_start = true"
+    )]
+    NotMigrated { db: String, pending: Vec<String> },
     #[error("migration {name} failed: {source}")]
     Migration {
         name: String,
@@ -423,6 +429,44 @@ impl ClickHouseSink {
             cluster: self.cluster.clone(),
             retention_days: self.retention_days,
         })
+    }
+
+    /// For a worker that must not run DDL: fails, naming what is missing, unless every
+    /// migration has been applied (by `eddy migrate` or an administrator).
+    pub async fn check_migrated(&self) -> Result<(), SinkError> {
+        let db = &self.db;
+        let ddl = self.ddl().await?;
+        // A missing database or ledger reads as "nothing applied", which the error then says.
+        let exists: u8 = self
+            .client
+            .query("SELECT count() > 0 FROM system.tables WHERE database = ? AND name = 'schema_migrations'")
+            .bind(db.as_str())
+            .fetch_one()
+            .await
+            .map_err(|e| self.err(e))?;
+        let done: Vec<u32> = if exists == 1 {
+            self.client
+                .query(&format!("SELECT version FROM {db}.schema_migrations"))
+                .fetch_all()
+                .await
+                .map_err(|e| self.err(e))?
+        } else {
+            Vec::new()
+        };
+        let pending: Vec<String> = ddl
+            .migrations()
+            .into_iter()
+            .filter(|(v, _, _)| !done.contains(v))
+            .map(|(_, name, _)| name.to_string())
+            .collect();
+        if pending.is_empty() {
+            Ok(())
+        } else {
+            Err(SinkError::NotMigrated {
+                db: db.clone(),
+                pending,
+            })
+        }
     }
 
     /// Apply pending migrations in order; returns the names applied now.

@@ -280,7 +280,8 @@ pub async fn ensure_topics(cfg: &Config) -> Result<(), SourceError> {
     let admin: AdminClient<DefaultClientContext> = cc.create()?;
     let changelog = cfg.changelog_topic();
     if cfg.create_topics {
-        let repl = || TopicReplication::Fixed(cfg.topic_replication);
+        // -1 asks the broker for its `default.replication.factor` (CreateTopics v4, KIP-464).
+        let repl = || TopicReplication::Fixed(cfg.topic_replication.unwrap_or(-1));
         let plain = [&cfg.input_topic, &cfg.output_topic, &cfg.dlq_topic];
         let max_bytes = cfg.topic_max_message_bytes.map(|n| n.to_string());
         let mut topics: Vec<NewTopic<'_>> = plain

@@ -146,8 +146,13 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
     source::ensure_topics(&cfg).await?;
     let sink = ClickHouseSink::connect(&cfg).await?;
     let version = sink.version().await?;
-    let applied = sink.migrate().await?;
-    tracing::info!(clickhouse = %version, migrations = ?applied, "ClickHouse ready");
+    if cfg.migrate_on_start {
+        let applied = sink.migrate().await?;
+        tracing::info!(clickhouse = %version, migrations = ?applied, "ClickHouse ready");
+    } else {
+        sink.check_migrated().await?;
+        tracing::info!(clickhouse = %version, "ClickHouse ready (migrations left to `eddy migrate`)");
+    }
     let (consumer, assignment) = source::consumer(&cfg)?;
     let consumer = Arc::new(consumer);
     let emitter = Emitter::new(&cfg)?;

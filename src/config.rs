@@ -106,6 +106,9 @@ pub struct Config {
     /// `eddy ingest-http` API keys (`kw_...`) → project id. The keys are secrets: never logged,
     /// masked in `redacted()`.
     pub ingest_api_keys: BTreeMap<String, String>,
+    /// `eddy ingest-http`'s verdict table (the `/verdict` and `/signals` routes): how far back
+    /// it reads the signals topic at start, how many runs and for how long it remembers.
+    pub verdicts: crate::verdict::VerdictConfig,
     /// Input messages larger than this are dead-lettered (`too_large`) without being parsed.
     pub max_message_bytes: usize,
     /// A dead letter carries at most this many bytes of the original payload (and 1 KiB of its
@@ -165,6 +168,7 @@ impl Default for Config {
             progress_interval_s: 10,
             ingest_addr: "127.0.0.1:8080".into(),
             ingest_api_keys: BTreeMap::new(),
+            verdicts: crate::verdict::VerdictConfig::default(),
             max_message_bytes: 1024 * 1024,
             dlq_max_payload_bytes: 900_000,
             topic_max_message_bytes: None,

@@ -148,12 +148,12 @@ async fn a_looping_rust_agent_is_stopped_before_its_next_tool_call() {
         .find(|s| s.event_id == signal.event_id)
         .expect("the guard's verdict is on the signals topic");
     assert_eq!(*published, *signal);
-    assert_eq!(
-        signals_of(&out, &healthy).count(),
-        0,
-        "no signal for the healthy run"
-    );
-    assert!(guard.verdict(&healthy).is_none());
+    // The retried call is keelwave's "same input twice" at info: noted, never a stop.
+    let flagged: Vec<_> = signals_of(&out, &healthy)
+        .filter(|s| s.severity.is_caught())
+        .collect();
+    assert!(flagged.is_empty(), "the healthy run is not caught: {flagged:#?}");
+    assert!(guard.check(&healthy).is_ok());
     // Still stopped on every later check, with the same verdict.
     assert_eq!(
         guard.check(&looping).map_err(|e| e.signal.event_id.clone()),

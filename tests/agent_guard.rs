@@ -152,7 +152,10 @@ async fn a_looping_rust_agent_is_stopped_before_its_next_tool_call() {
     let flagged: Vec<_> = signals_of(&out, &healthy)
         .filter(|s| s.severity.is_caught())
         .collect();
-    assert!(flagged.is_empty(), "the healthy run is not caught: {flagged:#?}");
+    assert!(
+        flagged.is_empty(),
+        "the healthy run is not caught: {flagged:#?}"
+    );
     assert!(guard.check(&healthy).is_ok());
     // Still stopped on every later check, with the same verdict.
     assert_eq!(

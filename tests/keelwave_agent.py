@@ -138,13 +138,15 @@ def error_cases():
         report["status"][name] = r.status_code  # 400: authenticated, then validated
 
 
-def eddy_verdict(kw, run_id):
-    """eddy's verdict for a run, asked with the SDK client's own key: None or the strongest signal.
+def eddy_verdict(kw, run_id, min_severity="stop"):
+    """eddy's verdict for a run, asked with the SDK client's own key: None, or the strongest
+    signal at `min_severity` or above.
 
     503 (eddy-ingest still reading its signals back after a start) raises KeelwaveBufferFull
     with retry_after, like a full ingest buffer: the caller retries.
     """
     resp = httpx.get(f"{kw.endpoint}/v1/ingest/agent/runs/{run_id}/verdict",
+                     params={"min_severity": min_severity},
                      headers={"Authorization": f"Bearer {kw.api_key}"}, timeout=5.0)
     raise_for_status(resp)
     return resp.json()["data"]["verdict"]
@@ -189,7 +191,7 @@ def loop_until_stopped(question: str) -> str:
     report["threads"].append(stream)
     for _ in range(MAX_CALLS):
         verdict = verdict_between_steps(run.id)
-        if verdict is not None and verdict["severity"] == "stop":
+        if verdict is not None:
             mine["verdict"] = verdict
             run.set_termination_reason("loop_detected")
             run.mark_loop(verdict["first_step_index"])

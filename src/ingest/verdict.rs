@@ -6,17 +6,19 @@
 //! | `GET /v1/ingest/agent/runs/{run_id}/signals` | 200 `text/event-stream`: `event: signal` per distinct signal (the strongest so far first), `event: run_terminated` at the end |
 //!
 //! The verdict is the run's strongest signal (severity, then the earliest step), with its
-//! detector, pattern, step indices and evidence, exactly as the worker published it.
+//! detector, pattern, step indices and evidence, exactly as the worker published it. Both take
+//! `?min_severity=info|warn|alert|stop` (default info): weaker signals are not a verdict and
+//! are not pushed, so an agent asking with `stop` stops on any verdict it gets.
 //! Same keys as the ingest routes; a key reads only its project's runs: a run this bridge knows
 //! to be another project's is 404, and any other lookup is made within the key's project, so
 //! another project's verdict is never found. A run this replica has no verdict for answers
 //! `"verdict":null` (it may have been started through another replica). Until the start-up read
 //! of the signals topic has caught up, `/verdict` answers 503 with `Retry-After: 1`.
 use super::{json_response, AppState, IngestError};
-use crate::contract::{RunKey, Signal};
+use crate::contract::{RunKey, Severity, Signal};
 use crate::verdict::{RunVerdict, Update};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
@@ -54,52 +56,78 @@ fn count(route: &'static str, answer: &'static str) {
         .increment(1);
 }
 
-fn body(run_id: &str, v: Option<&RunVerdict>) -> serde_json::Value {
+fn body(run_id: &str, v: Option<&RunVerdict>, reached: bool) -> serde_json::Value {
     serde_json::json!({ "data": {
         "run_id": run_id,
-        "verdict": v.map(|v| &*v.strongest),
+        "verdict": v.filter(|_| reached).map(|v| &*v.strongest),
         "signals": v.map_or(0, |v| v.signals),
         "finished": v.is_some_and(|v| v.finished),
     }})
 }
 
+/// `?min_severity=info|warn|alert|stop`: signals below it are not a verdict (default: info,
+/// every signal). An agent that asks with `stop` acts on any verdict it gets.
+fn min_severity(uri: &Uri) -> Result<Severity, IngestError> {
+    let value = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("min_severity="));
+    match value {
+        None => Ok(Severity::Info),
+        Some(v) => serde_json::from_value(serde_json::Value::String(v.to_string())).map_err(|_| {
+            IngestError::BadRequest("min_severity: expected info, warn, alert or stop".into())
+        }),
+    }
+}
+
 fn lookup(
     st: &AppState,
     headers: &HeaderMap,
+    uri: &Uri,
     run_id: &str,
-) -> Result<Option<RunVerdict>, IngestError> {
+) -> Result<(Option<RunVerdict>, Severity), IngestError> {
     let project = st.authenticate(headers)?;
     let key = st.scoped_run(&project, run_id)?;
+    let min = min_severity(uri)?;
     if !st.verdicts.is_caught_up() {
         return Err(IngestError::Loading);
     }
-    Ok(st.verdicts.get(&key))
+    Ok((st.verdicts.get(&key), min))
 }
 
 pub(super) async fn verdict(
     State(st): State<Arc<AppState>>,
     Path(run_id): Path<String>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, IngestError> {
-    let v = lookup(&st, &headers, &run_id).inspect_err(|e| count("verdict", e.metric_label()))?;
-    count("verdict", if v.is_some() { "verdict" } else { "none" });
-    Ok(json_response(StatusCode::OK, &body(&run_id, v.as_ref())))
+    let (v, min) =
+        lookup(&st, &headers, &uri, &run_id).inspect_err(|e| count("verdict", e.metric_label()))?;
+    let reached = v.as_ref().is_some_and(|v| v.strongest.severity >= min);
+    count("verdict", if reached { "verdict" } else { "none" });
+    Ok(json_response(
+        StatusCode::OK,
+        &body(&run_id, v.as_ref(), reached),
+    ))
 }
 
 pub(super) async fn signals(
     State(st): State<Arc<AppState>>,
     Path(run_id): Path<String>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, IngestError> {
-    let key = st
+    let (key, min) = st
         .authenticate(&headers)
         .and_then(|project| st.scoped_run(&project, &run_id))
+        .and_then(|key| Ok((key, min_severity(&uri)?)))
         .inspect_err(|e| count("signals", e.metric_label()))?;
     count("signals", "stream");
     // Subscribe before reading the table: a signal arriving in between is in one or the other.
     let updates = st.verdicts.subscribe();
     let now = st.verdicts.get(&key);
-    let stream = signal_stream(key, now, updates, st.clone());
+    let stream = signal_stream(key, min, now, updates, st.clone());
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response())
@@ -123,6 +151,7 @@ impl Drop for Open {
 
 struct Feed {
     key: RunKey,
+    min: Severity,
     updates: Receiver<Update>,
     st: Arc<AppState>,
     /// Ids already sent, so a copy (or a re-read after lagging) is not sent twice.
@@ -155,7 +184,7 @@ impl Feed {
     /// Queue what the table says now and was not sent yet; true when the run has ended.
     fn catch_up(&mut self, v: Option<RunVerdict>) -> bool {
         if let Some(v) = v {
-            if self.sent.insert(v.strongest.event_id.clone()) {
+            if v.strongest.severity >= self.min && self.sent.insert(v.strongest.event_id.clone()) {
                 self.queued.push(signal_event(&v.strongest));
             }
             if v.finished {
@@ -203,12 +232,14 @@ impl Feed {
 
 fn signal_stream(
     key: RunKey,
+    min: Severity,
     now: Option<RunVerdict>,
     updates: Receiver<Update>,
     st: Arc<AppState>,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let mut feed = Feed {
         key,
+        min,
         updates,
         st,
         sent: HashSet::new(),
@@ -328,10 +359,21 @@ mod tests {
 
         st.verdicts
             .apply(&signal("proj-a", RUN, "w", Severity::Warn, 2), 0);
+        let v = json(get(&st, "kw_A", &path).await.1).await;
+        assert_eq!(v["data"]["verdict"]["severity"], "warn", "{v}");
+        // An agent asking for stops only: a warning is no verdict yet.
+        let stops = format!("{path}?min_severity=stop");
+        let v = json(get(&st, "kw_A", &stops).await.1).await;
+        assert!(v["data"]["verdict"].is_null(), "{v}");
+        assert_eq!(v["data"]["signals"], 1);
+        let bad = format!("{path}?min_severity=fatal");
+        assert_eq!(get(&st, "kw_A", &bad).await.0, StatusCode::BAD_REQUEST);
         st.verdicts
             .apply(&signal("proj-a", RUN, "s", Severity::Stop, 3), 0);
         st.verdicts
             .apply(&signal("proj-a", RUN, "s", Severity::Stop, 3), 0);
+        let v = json(get(&st, "kw_A", &stops).await.1).await;
+        assert_eq!(v["data"]["verdict"]["event_id"], "s", "{v}");
         // The same run id in project B: never shown to A.
         st.verdicts
             .apply(&signal("proj-b", RUN, "b", Severity::Alert, 2), 0);
@@ -424,6 +466,11 @@ mod tests {
         st.verdicts
             .apply(&signal("proj-a", RUN, "w", Severity::Warn, 2), 0);
         let path = format!("/v1/ingest/agent/runs/{RUN}/signals");
+        // A stream of stops only: it starts empty and gets the stop, not the warning.
+        let stops = get(&st, "kw_A", &format!("{path}?min_severity=stop"))
+            .await
+            .1;
+        let mut stops = stops.into_body().into_data_stream();
         let (status, resp) = get(&st, "kw_A", &path).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(
@@ -464,6 +511,12 @@ mod tests {
             next_sse(&mut body, &mut buf).await.is_none(),
             "the stream ends"
         );
+        let mut buf = String::new();
+        let (event, data) = next_sse(&mut stops, &mut buf).await.expect("the stop");
+        assert_eq!(event, "signal");
+        assert_eq!(serde_json::from_str::<Signal>(&data).unwrap().event_id, "s");
+        let (event, _) = next_sse(&mut stops, &mut buf).await.expect("the end");
+        assert_eq!(event, "run_terminated");
     }
 
     #[tokio::test]

@@ -525,4 +525,22 @@ async fn keelwave_sdk_agents_ask_eddys_verdict_between_steps() {
         !log.contains(&key_a[3..]) && !log.contains(&key_b[3..]),
         "a key leaked:\n{log}"
     );
+
+    // A restarted bridge reads the signals topic back (its look-back window): the verdict is
+    // still there. Until it has caught up it answers 503, never a verdict-less 200.
+    let bridge = start_bridge(&cfg, &[(&key_a, &project_a), (&key_b, &project_b)]);
+    let path = format!("/v1/ingest/agent/runs/{looping_run}/verdict");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let body = loop {
+        match http_get(&bridge.addr, &path, &key_a) {
+            (200, body) => break body,
+            (503, _) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            other => panic!("after a restart: {other:?}"),
+        }
+    };
+    assert_eq!(body["data"]["verdict"], *verdict, "{body}");
+    assert_eq!(body["data"]["finished"], true, "{body}");
+    drop(bridge);
 }

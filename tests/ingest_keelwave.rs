@@ -70,6 +70,8 @@ fn keelwave_key() -> String {
 struct Bridge {
     process: Worker,
     addr: String,
+    /// Its admin server (/metrics).
+    admin: String,
     log: std::thread::JoinHandle<String>,
     _dir: tempfile::TempDir,
 }
@@ -84,6 +86,7 @@ impl Bridge {
 
 fn start_bridge(cfg: &eddy::config::Config, keys: &[(&str, &str)]) -> Bridge {
     let addr = format!("127.0.0.1:{}", free_port());
+    let admin = format!("127.0.0.1:{}", free_port());
     let dir = tempfile::tempdir().expect("tempdir");
     let config_path = dir.path().join("bridge.toml");
     let keys: String = keys
@@ -94,7 +97,8 @@ fn start_bridge(cfg: &eddy::config::Config, keys: &[(&str, &str)]) -> Bridge {
         &config_path,
         format!(
             "kafka_brokers = {:?}\ninput_topic = {:?}\noutput_topic = {:?}\ndlq_topic = {:?}\n\
-             group_id = {:?}\ntopic_partitions = {}\ningest_addr = {addr:?}\n\n\
+             group_id = {:?}\ntopic_partitions = {}\ningest_addr = {addr:?}\n\
+             ingest_admin_addr = {admin:?}\n\n\
              [ingest_api_keys]\n{keys}",
             cfg.kafka_brokers,
             cfg.input_topic,
@@ -128,6 +132,7 @@ fn start_bridge(cfg: &eddy::config::Config, keys: &[(&str, &str)]) -> Bridge {
     Bridge {
         process,
         addr,
+        admin,
         log,
         _dir: dir,
     }
@@ -519,6 +524,31 @@ async fn keelwave_sdk_agents_ask_eddys_verdict_between_steps() {
     );
     assert!(cross["owner_verdict"].is_null(), "{cross}");
     assert_eq!(cross["reverse_status"], 404, "{cross}");
+
+    // The bridge's metrics: every route, and what the verdict routes answered.
+    let metrics = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&bridge.admin).expect("admin server");
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut text = String::new();
+        s.read_to_string(&mut text).expect("read");
+        text
+    };
+    for want in [
+        r#"eddy_ingest_verdict_requests_total{route="verdict",answer="verdict"}"#,
+        r#"eddy_ingest_verdict_requests_total{route="verdict",answer="not_found"}"#,
+        r#"eddy_ingest_requests_total{route="step",status="201"}"#,
+        r#"eddy_verdict_signals_total{result="new"}"#,
+    ] {
+        assert!(
+            metrics.contains(want),
+            "{want} missing from /metrics:\n{metrics}"
+        );
+    }
 
     let log = bridge.stop();
     assert!(

@@ -23,6 +23,7 @@
 //! (one flush for all requests in flight), so this costs latency, not throughput.
 //! Not reproduced: keelwave's rate limits (429) and its other ingest routes (`/v1/ingest/ai`,
 //! `/events`, `/metrics`), which have no v1 equivalent.
+mod metrics;
 mod runs;
 mod verdict;
 mod wire;
@@ -608,6 +609,7 @@ fn router(state: Arc<AppState>) -> Router {
             get(verdict::signals),
         )
         .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn(metrics::record))
         .with_state(state)
 }
 
@@ -658,6 +660,15 @@ pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), Inges
             source,
         })?;
     let bound = listener.local_addr().map_err(IngestError::Serve)?;
+    let health = Arc::new(crate::admin::Health::default());
+    if let Some(admin) = cfg.ingest_admin_addr.as_deref().filter(|a| !a.is_empty()) {
+        // Ready means accepting requests; ClickHouse is none of the bridge's business.
+        health.set_consuming(true);
+        health.set_clickhouse_ok(true);
+        crate::admin::serve(admin, health.clone())
+            .await
+            .map_err(|e| IngestError::Config(e.to_string()))?;
+    }
     tracing::info!(
         addr = %bound,
         topic = %cfg.input_topic,
@@ -667,7 +678,10 @@ pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), Inges
         "ingest-http: keelwave-compatible ingest API listening"
     );
     axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .with_graceful_shutdown(async move {
+            shutdown.cancelled().await;
+            health.set_draining();
+        })
         .await
         .map_err(IngestError::Serve)?;
     // The router (and with it the last sender) is gone: the publisher drains and exits.

@@ -128,3 +128,39 @@ impl Emitter {
         Ok(self.inner.flush().await?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Numbering is the emitter's own: no broker needs to answer (records wait in librdkafka's
+    /// queue and are purged when the emitter is dropped).
+    #[test]
+    fn steps_are_counted_per_run_from_one() {
+        let mut e = Emitter::new("127.0.0.1:9", "t.steps", "p").expect("producer");
+        let think = || Step {
+            step_type: "think".into(),
+            ..Step::default()
+        };
+        e.run_started("a", "agent").unwrap();
+        assert_eq!(e.step("a", think()).unwrap(), 1);
+        assert_eq!(e.step("a", think()).unwrap(), 2);
+        // Another run counts on its own, even without run_started.
+        assert_eq!(e.step("b", think()).unwrap(), 1);
+        // A given index is used, and counting goes on after it (never back).
+        assert_eq!(e.step_at("a", 10, think()).unwrap(), 10);
+        assert_eq!(
+            e.tool_call("a", "t", &serde_json::json!({"q": 1})).unwrap(),
+            11
+        );
+        assert_eq!(e.step_at("a", 4, think()).unwrap(), 4);
+        assert_eq!(e.step("a", think()).unwrap(), 12);
+        e.run_finished("a", RunStatus::Completed).unwrap();
+        e.run_started("a", "agent").unwrap();
+        assert_eq!(
+            e.step("a", think()).unwrap(),
+            1,
+            "a run id started again counts anew"
+        );
+    }
+}

@@ -19,8 +19,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// How often expired runs are swept and the catch-up is checked.
+/// How often the catch-up is checked (and the partitions, until assigned).
 const TICK: Duration = Duration::from_millis(500);
+/// Expired runs are swept every this many ticks (a pass over the whole table).
+const SWEEP_EVERY: u32 = 10;
 /// How often the topic's partition count is looked up again.
 const REDISCOVER: Duration = Duration::from_secs(30);
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -91,6 +93,7 @@ async fn run(
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_discovery: Option<std::time::Instant> = None;
+    let mut ticks = 0u32;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -138,9 +141,12 @@ async fn run(
                         tracing::info!(topic = %source.topic, partitions = progress.assigned.len(), runs = verdicts.table().len(), "signals consumer caught up");
                     }
                 }
-                let mut table = verdicts.table();
-                table.sweep(now_ms());
-                metrics::gauge!("eddy_verdict_runs").set(table.len() as f64);
+                ticks = ticks.wrapping_add(1);
+                if ticks % SWEEP_EVERY == 0 {
+                    let mut table = verdicts.table();
+                    table.sweep(now_ms());
+                    metrics::gauge!("eddy_verdict_runs").set(table.len() as f64);
+                }
             }
         }
     }

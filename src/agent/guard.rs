@@ -87,9 +87,16 @@ impl Guard {
         self.verdicts.table().unwatch(&self.key(run_id));
     }
 
-    /// The run's strongest signal so far, whatever its severity.
+    /// The run's strongest signal so far, whatever its severity. Asking watches the run (a
+    /// forgotten `watch` then costs only the signals that came before the first question).
     pub fn verdict(&self, run_id: &str) -> Option<Arc<Signal>> {
-        self.verdicts.get(&self.key(run_id)).map(|v| v.strongest)
+        let key = self.key(run_id);
+        let mut table = self.verdicts.table();
+        let found = table.get(&key).map(|v| v.strongest.clone());
+        if found.is_none() {
+            table.watch(key);
+        }
+        found
     }
 
     /// `Err` once a signal at or above the minimum severity arrived for the run (and on every
@@ -122,5 +129,61 @@ impl Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         self.stop.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::OutputEvent;
+
+    fn signal(run: &str, id: &str, severity: Severity) -> OutputEvent {
+        OutputEvent::signal(Signal {
+            event_id: id.into(),
+            project_id: "p".into(),
+            run_id: run.into(),
+            agent_name: None,
+            step_index: 7,
+            ts: "2026-01-01T00:00:00Z".into(),
+            detector: "repeated_operation".into(),
+            severity,
+            pattern: "web_search(same call, same result) x7".into(),
+            fingerprint: "f".into(),
+            hits: 7,
+            step_indices: (1..=7).collect(),
+            first_step_index: 1,
+            evidence: serde_json::Value::Null,
+        })
+    }
+
+    /// The guard's decisions, fed by hand (its consumer points at no broker).
+    #[tokio::test]
+    async fn check_fails_from_the_minimum_severity_on() {
+        let guard = Guard::start("127.0.0.1:9", "t.signals", "p", Severity::Alert).unwrap();
+        let feed = |e: &OutputEvent| guard.verdicts.apply(e, 0);
+        // Not watched yet: nothing is kept.
+        feed(&signal("r", "x", Severity::Stop));
+        assert!(guard.check("r").is_ok());
+        // Asking watched it: what comes next counts.
+        feed(&signal("r", "w", Severity::Warn));
+        assert!(
+            guard.check("r").is_ok(),
+            "a warning is below the guard's minimum"
+        );
+        assert_eq!(guard.verdict("r").map(|s| s.severity), Some(Severity::Warn));
+        feed(&signal("r", "a", Severity::Alert));
+        let stop = guard.check("r").unwrap_err();
+        assert_eq!(stop.signal.event_id, "a");
+        assert!(stop.to_string().contains("repeated_operation"), "{stop}");
+        // Another project's run of the same id is not this guard's.
+        guard.watch("q");
+        let mut other = signal("q", "o", Severity::Stop);
+        if let OutputEvent::LoopDetected(s) = &mut other {
+            s.project_id = "other".into();
+        }
+        feed(&other);
+        assert!(guard.check("q").is_ok());
+        guard.unwatch("r");
+        assert!(guard.verdict("r").is_none());
     }
 }

@@ -87,6 +87,8 @@ pub enum IngestError {
     Emit(#[from] EmitError),
     #[error(transparent)]
     Verdict(#[from] crate::verdict::VerdictError),
+    #[error(transparent)]
+    Admin(#[from] crate::admin::AdminError),
     #[error("ingest server failed: {0}")]
     Serve(#[source] std::io::Error),
 }
@@ -665,9 +667,7 @@ pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), Inges
         // Ready means accepting requests; ClickHouse is none of the bridge's business.
         health.set_consuming(true);
         health.set_clickhouse_ok(true);
-        crate::admin::serve(admin, health.clone())
-            .await
-            .map_err(|e| IngestError::Config(e.to_string()))?;
+        crate::admin::serve(admin, health.clone()).await?;
     }
     tracing::info!(
         addr = %bound,

@@ -112,6 +112,12 @@ pub struct Config {
     /// `eddy ingest-http` API keys (`kw_...`) → project id. The keys are secrets: never logged,
     /// masked in `redacted()`.
     pub ingest_api_keys: BTreeMap<String, String>,
+    /// `eddy ingest-http`'s admin server (/metrics, /livez, /readyz); unset, none is started
+    /// (`admin_addr` is the worker's, which may run on the same host).
+    pub ingest_admin_addr: Option<String>,
+    /// `eddy ingest-http`'s verdict table (the `/verdict` and `/signals` routes): how far back
+    /// it reads the signals topic at start, how many runs and for how long it remembers.
+    pub verdicts: crate::verdict::VerdictConfig,
     /// Input messages larger than this are dead-lettered (`too_large`) without being parsed.
     pub max_message_bytes: usize,
     /// A dead letter carries at most this many bytes of the original payload (and 1 KiB of its
@@ -172,6 +178,8 @@ impl Default for Config {
             progress_interval_s: 10,
             ingest_addr: "127.0.0.1:8080".into(),
             ingest_api_keys: BTreeMap::new(),
+            ingest_admin_addr: None,
+            verdicts: crate::verdict::VerdictConfig::default(),
             max_message_bytes: 1024 * 1024,
             dlq_max_payload_bytes: 900_000,
             topic_max_message_bytes: None,
@@ -509,6 +517,7 @@ fn text_keys() -> Vec<String> {
         "clickhouse_password",
         "clickhouse_ca_file",
         "clickhouse_cluster",
+        "ingest_admin_addr",
         "kafka_security_protocol",
         "kafka_sasl_mechanism",
         "kafka_sasl_username",

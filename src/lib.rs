@@ -5,6 +5,7 @@
 //! `emit` (signals, dead letters, changelog to Kafka) and `sink` (ClickHouse) →
 //! `worker` (per-partition ownership and the commit rule). `replay` runs the engine offline.
 pub mod admin;
+pub mod agent;
 pub mod config;
 pub mod contract;
 pub mod emit;
@@ -16,4 +17,5 @@ pub mod replay;
 pub mod simulate;
 pub mod sink;
 pub mod source;
+pub mod verdict;
 pub mod worker;

@@ -57,31 +57,49 @@ fn str_at<'a>(v: &'a serde_json::Value, path: &[&str]) -> &'a str {
         .unwrap_or_else(|| panic!("{path:?} is not a string in {v}"))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn keelwave_sdk_agents_switch_to_eddy_by_endpoint() {
-    require_python_module("keelwave", "pip install keelwave==0.1.1");
-    let ep = endpoints().await;
-    let cfg = test_config(&ep, "keelwave");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+/// A keelwave-format key: kw_ + 52 base32 characters.
+fn keelwave_key() -> String {
+    const B32: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let tail: String = (0..52)
+        .map(|_| B32[rand::random_range(0..B32.len())] as char)
+        .collect();
+    format!("kw_{tail}")
+}
 
-    // A keelwave-format key (kw_ + base32), mapped to this test's project.
-    let key: String = {
-        const B32: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-        let tail: String = (0..52)
-            .map(|_| B32[rand::random_range(0..B32.len())] as char)
-            .collect();
-        format!("kw_{tail}")
-    };
-    let project = format!("proj-{}", cfg.group_id.replace('.', "-"));
+/// `eddy ingest-http` on the test's topics, listening on a free port.
+struct Bridge {
+    process: Worker,
+    addr: String,
+    /// Its admin server (/metrics).
+    admin: String,
+    log: std::thread::JoinHandle<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Bridge {
+    /// Stop it and return what it logged.
+    fn stop(self) -> String {
+        drop(self.process);
+        self.log.join().unwrap_or_default()
+    }
+}
+
+fn start_bridge(cfg: &eddy::config::Config, keys: &[(&str, &str)]) -> Bridge {
     let addr = format!("127.0.0.1:{}", free_port());
+    let admin = format!("127.0.0.1:{}", free_port());
     let dir = tempfile::tempdir().expect("tempdir");
     let config_path = dir.path().join("bridge.toml");
+    let keys: String = keys
+        .iter()
+        .map(|(k, p)| format!("{k:?} = {p:?}\n"))
+        .collect();
     std::fs::write(
         &config_path,
         format!(
             "kafka_brokers = {:?}\ninput_topic = {:?}\noutput_topic = {:?}\ndlq_topic = {:?}\n\
-             group_id = {:?}\ntopic_partitions = {}\ningest_addr = {addr:?}\n\n\
-             [ingest_api_keys]\n{key:?} = {project:?}\n",
+             group_id = {:?}\ntopic_partitions = {}\ningest_addr = {addr:?}\n\
+             ingest_admin_addr = {admin:?}\n\n\
+             [ingest_api_keys]\n{keys}",
             cfg.kafka_brokers,
             cfg.input_topic,
             cfg.output_topic,
@@ -91,9 +109,7 @@ async fn keelwave_sdk_agents_switch_to_eddy_by_endpoint() {
         ),
     )
     .expect("write config");
-
-    let t0 = Instant::now();
-    let mut bridge = Worker(
+    let mut process = Worker(
         Command::new(env!("CARGO_BIN_EXE_eddy"))
             .arg("ingest-http")
             .arg("--config")
@@ -106,13 +122,34 @@ async fn keelwave_sdk_agents_switch_to_eddy_by_endpoint() {
             .spawn()
             .expect("spawn eddy ingest-http"),
     );
-    let stderr = bridge.0.stderr.take().expect("bridge stderr");
+    let stderr = process.0.stderr.take().expect("bridge stderr");
     let log = std::thread::spawn(move || {
         let (mut stderr, mut s) = (stderr, String::new());
         let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
         s
     });
-    wait_listening(&addr, &mut bridge);
+    wait_listening(&addr, &mut process);
+    Bridge {
+        process,
+        addr,
+        admin,
+        log,
+        _dir: dir,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keelwave_sdk_agents_switch_to_eddy_by_endpoint() {
+    require_python_module("keelwave", "pip install keelwave==0.1.1");
+    let ep = endpoints().await;
+    let cfg = test_config(&ep, "keelwave");
+    eddy::source::ensure_topics(&cfg).await.expect("topics");
+
+    let key = keelwave_key();
+    let project = format!("proj-{}", cfg.group_id.replace('.', "-"));
+    let t0 = Instant::now();
+    let bridge = start_bridge(&cfg, &[(&key, &project)]);
+    let addr = bridge.addr.clone();
 
     // The agents: the real SDK, only the endpoint changed.
     let out = Command::new("python3")
@@ -314,11 +351,226 @@ async fn keelwave_sdk_agents_switch_to_eddy_by_endpoint() {
     assert!(caught(&healthy).is_empty());
     assert_eq!(h.totals.steps, 5);
 
-    drop(bridge);
-    let log = log.join().unwrap_or_default();
+    let log = bridge.stop();
     assert!(
         !log.contains(&key[3..]),
         "the API key leaked into the log:\n{log}"
     );
     eprintln!("bridge test done in {:?}", t0.elapsed());
+}
+
+/// One HTTP/1.1 GET with the key, answered as (status, body).
+fn http_get(addr: &str, path: &str, key: &str) -> (u16, serde_json::Value) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the bridge");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send request");
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).expect("read response");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP response");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status code");
+    (
+        status,
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keelwave_sdk_agents_ask_eddys_verdict_between_steps() {
+    require_python_module("keelwave", "pip install keelwave==0.1.1");
+    let ep = endpoints().await;
+    let cfg = test_config(&ep, "kwverdict");
+    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    let (key_a, key_b) = (keelwave_key(), keelwave_key());
+    let project_a = format!("proj-a-{}", cfg.group_id.replace('.', "-"));
+    let project_b = format!("proj-b-{}", cfg.group_id.replace('.', "-"));
+    let bridge = start_bridge(&cfg, &[(&key_a, &project_a), (&key_b, &project_b)]);
+    let mut worker = spawn_worker(&cfg, &[]);
+
+    let max_calls = 200;
+    let t0 = Instant::now();
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/keelwave_agent.py"
+        ))
+        .env("KEELWAVE_AGENT_MODE", "verdict")
+        .env("KEELWAVE_ENDPOINT", format!("http://{}", bridge.addr))
+        .env("KEELWAVE_API_KEY", &key_a)
+        .env("KEELWAVE_OTHER_API_KEY", &key_b)
+        .env("KEELWAVE_MAX_CALLS", max_calls.to_string())
+        .output()
+        .expect("run python3 tests/keelwave_agent.py");
+    assert!(
+        out.status.success(),
+        "tests/keelwave_agent.py (verdict mode) failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("the agent script prints one JSON report");
+    eprintln!("agents done in {:?}: {report}", t0.elapsed());
+    if let Ok(Some(status)) = worker.try_wait() {
+        panic!("the worker exited ({status}) while the agents ran");
+    }
+
+    // The looping agent was stopped by eddy's verdict, before its next call.
+    let looping = &report["looping"];
+    let looping_run = str_at(&report, &["looping", "run_id"]).to_string();
+    let calls = looping["calls"].as_u64().expect("calls made");
+    let verdict = &looping["verdict"];
+    assert_eq!(
+        verdict["severity"], "stop",
+        "stopped by a stop verdict: {looping}"
+    );
+    assert!(calls < max_calls, "the agent was stopped: {looping}");
+    assert_eq!(verdict["run_id"], looping_run.as_str());
+    assert_eq!(verdict["project_id"], project_a.as_str());
+    assert_eq!(verdict["agent_name"], "looping-agent");
+    assert!(
+        verdict["pattern"]
+            .as_str()
+            .is_some_and(|p| p.contains("web_search")),
+        "{verdict}"
+    );
+    let trigger = verdict["step_index"].as_u64().expect("step_index");
+    assert!(
+        trigger <= calls,
+        "the verdict is about a step the agent made: {verdict}"
+    );
+    eprintln!(
+        "looping agent: verdict at step {trigger}, stopped before call {} ({} calls after the verdict's step)",
+        calls + 1,
+        calls - trigger
+    );
+    // The verdict is the one the worker published.
+    let published = |r: &[Record]| {
+        outputs(r).into_iter().filter_map(|o| match o {
+            OutputEvent::LoopDetected(s) | OutputEvent::LoopWarning(s) => Some(s),
+            _ => None,
+        })
+    };
+    let healthy_run = str_at(&report, &["healthy", "run_id"]).to_string();
+    let ended = |r: &[Record], run: &str| {
+        outputs(r)
+            .iter()
+            .any(|o| matches!(o, OutputEvent::RunTerminated(t) if t.run_id == run))
+    };
+    let records = read_topic_until(
+        &cfg,
+        &cfg.output_topic,
+        Duration::from_secs(90),
+        Some(&mut worker),
+        |r| ended(r, &looping_run) && ended(r, &healthy_run),
+    );
+    let stop = published(&records)
+        .find(|s| Some(s.event_id.as_str()) == verdict["event_id"].as_str())
+        .expect("the verdict's event_id is on the signals topic");
+    assert_eq!(serde_json::to_value(&stop).unwrap(), *verdict);
+
+    // The stream pushed the looping run's signals as they came, then its end.
+    let stream = &looping["stream"];
+    assert_eq!(stream["status"], 200, "{stream}");
+    let events = stream["events"].as_array().expect("events");
+    assert!(
+        events.iter().any(|e| e[1] == verdict["event_id"]),
+        "the stop was pushed: {stream}"
+    );
+    assert_eq!(
+        events.last().map(|e| &e[0]),
+        Some(&serde_json::json!("run_terminated"))
+    );
+    let pushed: Vec<&serde_json::Value> = events.iter().map(|e| &e[1]).collect();
+    let distinct: std::collections::HashSet<_> = pushed.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        pushed.len(),
+        "no signal pushed twice: {stream}"
+    );
+
+    // The healthy agent asked before every call and never got a verdict; none exists.
+    let healthy = &report["healthy"];
+    let seen = healthy["verdicts"].as_array().expect("verdicts");
+    assert!(seen.len() >= 9, "checked before every call: {healthy}");
+    assert!(seen.iter().all(|v| v.is_null()), "{healthy}");
+    assert!(
+        published(&records).all(|s| s.run_id != healthy_run || !s.severity.is_caught()),
+        "the healthy run is not caught"
+    );
+    // (Its retried call is keelwave's "same input twice", an info: below every stop.)
+    let path = format!("/v1/ingest/agent/runs/{healthy_run}/verdict?min_severity=alert");
+    let (status, body) = http_get(&bridge.addr, &path, &key_a);
+    assert_eq!(
+        (status, &body["data"]["verdict"]),
+        (200, &serde_json::Value::Null)
+    );
+
+    // Project scoping: A's key never reads B's run, nor B's A's.
+    let cross = &report["cross_project"];
+    for route in ["verdict", "signals"] {
+        assert_eq!(cross[route][0], 404, "{route}: {cross}");
+        assert_eq!(cross[route][1], serde_json::json!({"error": "not found"}));
+    }
+    assert_eq!(
+        cross["sdk_error"],
+        serde_json::json!(["KeelwaveError", "404: not found"])
+    );
+    assert!(cross["owner_verdict"].is_null(), "{cross}");
+    assert_eq!(cross["reverse_status"], 404, "{cross}");
+
+    // The bridge's metrics: every route, and what the verdict routes answered.
+    let metrics = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&bridge.admin).expect("admin server");
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut text = String::new();
+        s.read_to_string(&mut text).expect("read");
+        text
+    };
+    for want in [
+        r#"eddy_ingest_verdict_requests_total{route="verdict",answer="verdict"}"#,
+        r#"eddy_ingest_verdict_requests_total{route="verdict",answer="not_found"}"#,
+        r#"eddy_ingest_requests_total{route="step",status="201"}"#,
+        r#"eddy_verdict_signals_total{result="new"}"#,
+    ] {
+        assert!(
+            metrics.contains(want),
+            "{want} missing from /metrics:\n{metrics}"
+        );
+    }
+
+    let log = bridge.stop();
+    assert!(
+        !log.contains(&key_a[3..]) && !log.contains(&key_b[3..]),
+        "a key leaked:\n{log}"
+    );
+
+    // A restarted bridge reads the signals topic back (its look-back window): the verdict is
+    // still there. Until it has caught up it answers 503, never a verdict-less 200.
+    let bridge = start_bridge(&cfg, &[(&key_a, &project_a), (&key_b, &project_b)]);
+    let path = format!("/v1/ingest/agent/runs/{looping_run}/verdict");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let body = loop {
+        match http_get(&bridge.addr, &path, &key_a) {
+            (200, body) => break body,
+            (503, _) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            other => panic!("after a restart: {other:?}"),
+        }
+    };
+    assert_eq!(body["data"]["verdict"], *verdict, "{body}");
+    assert_eq!(body["data"]["finished"], true, "{body}");
+    drop(bridge);
 }

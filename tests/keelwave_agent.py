@@ -10,6 +10,13 @@ Driven by tests/ingest_keelwave.rs. Only the endpoint differs from a keelwave de
 - a healthy agent on the async client: think, distinct searches with distinct results, answer;
 - keelwave's error contract: bad requests must raise the SDK's exceptions (400, 401, 404).
 
+With KEELWAVE_AGENT_MODE=verdict (a running `eddy run` on the same topics), the agents ask eddy
+between steps instead (`GET /v1/ingest/agent/runs/{id}/verdict`, see `eddy_verdict`):
+- a looping agent repeats one search until eddy's verdict says stop, and stops before its next call;
+- a healthy agent (distinct searches, one failed call retried) checks before every call;
+- a key of another project (KEELWAVE_OTHER_API_KEY) reads neither route for the looping run: 404.
+While it loops, a thread follows the looping run's server-sent events (`.../signals`).
+
 Prints one JSON object on stdout: the runs it made and what each bad request raised.
 """
 import asyncio
@@ -17,6 +24,8 @@ import importlib.metadata
 import json
 import os
 import sys
+import threading
+import time
 import uuid
 import warnings
 
@@ -25,6 +34,7 @@ import keelwave
 from keelwave import (
     AsyncKeelwave,
     Keelwave,
+    KeelwaveBufferFull,
     KeelwaveError,
     get_current_run,
 )
@@ -128,7 +138,132 @@ def error_cases():
         report["status"][name] = r.status_code  # 400: authenticated, then validated
 
 
+def eddy_verdict(kw, run_id, min_severity="stop"):
+    """eddy's verdict for a run, asked with the SDK client's own key: None, or the strongest
+    signal at `min_severity` or above.
+
+    503 (eddy-ingest still reading its signals back after a start) raises KeelwaveBufferFull
+    with retry_after, like a full ingest buffer: the caller retries.
+    """
+    resp = httpx.get(f"{kw.endpoint}/v1/ingest/agent/runs/{run_id}/verdict",
+                     params={"min_severity": min_severity},
+                     headers={"Authorization": f"Bearer {kw.api_key}"}, timeout=5.0)
+    raise_for_status(resp)
+    return resp.json()["data"]["verdict"]
+
+
+def verdict_between_steps(run_id):
+    while True:
+        try:
+            return eddy_verdict(client, run_id)
+        except KeelwaveBufferFull as e:
+            time.sleep(e.retry_after or 1)
+
+
+# A looping agent that never stops by itself; eddy's stop verdict must end it.
+MAX_CALLS = int(os.environ.get("KEELWAVE_MAX_CALLS", "200"))
+# The tool's latency: the agent's pace between steps.
+TOOL_SECONDS = 0.05
+
+
+def follow_signals(run_id, into):
+    """Server-sent events of one run, until eddy says the run ended."""
+    with httpx.stream("GET", f"{ENDPOINT}/v1/ingest/agent/runs/{run_id}/signals",
+                      headers={"Authorization": f"Bearer {API_KEY}"}, timeout=httpx.Timeout(5.0, read=120.0)) as resp:
+        into["status"] = resp.status_code
+        event = None
+        for line in resp.iter_lines():
+            if line.startswith("event:"):
+                event = line.split(":", 1)[1].strip()
+            elif line.startswith("data:") and event:
+                data = json.loads(line.split(":", 1)[1])
+                into["events"].append([event, data.get("event_id"), data.get("severity")])
+                if event == "run_terminated":
+                    return
+
+
+@client.agent(name="looping-agent")
+def loop_until_stopped(question: str) -> str:
+    run = get_current_run()
+    mine = report["looping"] = {"run_id": run.id, "calls": 0, "stream": {"events": []}}
+    stream = threading.Thread(target=follow_signals, args=(run.id, mine["stream"]), daemon=True)
+    stream.start()
+    report["threads"].append(stream)
+    for _ in range(MAX_CALLS):
+        verdict = verdict_between_steps(run.id)
+        if verdict is not None:
+            mine["verdict"] = verdict
+            run.set_termination_reason("loop_detected")
+            run.mark_loop(verdict["first_step_index"])
+            return "stopped by eddy"
+        web_search(q=question, max_results=3)
+        mine["calls"] += 1
+        time.sleep(TOOL_SECONDS)
+    return "never stopped"
+
+
+def flaky_search(q, attempt):
+    if attempt == 0 and "retry" in q:
+        raise TimeoutError("upstream timed out")
+    return {"results": [{"title": f"{q} result {i}"} for i in range(2)]}
+
+
+def healthy_with_checks():
+    seen = []
+    with client.run("healthy-agent", input="survey stream processors") as run:
+        report["healthy"] = {"run_id": run.id, "verdicts": seen}
+        for q in ["kafka streams", "flink", "eddy loop detection", "retry once: spark", "materialize",
+                  "redpanda", "benthos", "arroyo"]:
+            for attempt in range(2):
+                seen.append(verdict_between_steps(run.id))
+                try:
+                    out = flaky_search(q, attempt)
+                except TimeoutError as e:
+                    run.tool_call("web_search", input={"q": q}, output={"error": str(e)}, ok=False, latency_ms=50)
+                    continue
+                run.tool_call("web_search", input={"q": q}, output=out, latency_ms=40)
+                break
+            time.sleep(TOOL_SECONDS)
+        report["healthy"]["steps"] = run._step_index
+
+
+def other_project_reads():
+    """Key A (the agents' project) asking for a run of project B, and B itself."""
+    other = Keelwave(os.environ["KEELWAVE_OTHER_API_KEY"], endpoint=ENDPOINT)
+    theirs = other.ingest_agent_run_start(agent_name="other-project-agent")["id"]
+    out = report["cross_project"] = {"run_id": theirs}
+    for route in ("verdict", "signals"):
+        r = httpx.get(f"{ENDPOINT}/v1/ingest/agent/runs/{theirs}/{route}",
+                      headers={"Authorization": f"Bearer {API_KEY}"}, timeout=5.0)
+        out[route] = [r.status_code, r.json()]
+    try:
+        eddy_verdict(client, theirs)
+        out["sdk_error"] = None
+    except KeelwaveError as e:
+        out["sdk_error"] = [type(e).__name__, str(e)]
+    out["owner_verdict"] = eddy_verdict(other, theirs)
+    # ... and B for A's looping run.
+    out["reverse_status"] = httpx.get(
+        f"{ENDPOINT}/v1/ingest/agent/runs/{report['looping']['run_id']}/verdict",
+        headers={"Authorization": f"Bearer {other.api_key}"}, timeout=5.0).status_code
+
+
+def verdict_main():
+    report["threads"] = []
+    t0 = time.monotonic()
+    loop_until_stopped("what is keelwave")
+    report["looping"]["seconds"] = round(time.monotonic() - t0, 3)
+    healthy_with_checks()
+    other_project_reads()
+    for t in report.pop("threads"):
+        t.join(timeout=60)
+    json.dump(report, sys.stdout)
+    print()
+
+
 def main():
+    if os.environ.get("KEELWAVE_AGENT_MODE") == "verdict":
+        return verdict_main()
     report["health"] = client.health()
     run_loop("what is keelwave")
     asyncio.run(healthy_agent())

@@ -47,7 +47,9 @@ impl From<&RawValue> for JsonText {
 }
 
 /// A run is identified by (project_id, run_id); run ids are only unique within a project.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, Deserialize,
+)]
 pub struct RunKey {
     pub project_id: String,
     pub run_id: String,
@@ -86,7 +88,8 @@ pub struct RunStarted {
     pub metadata: Option<JsonText>,
 }
 
-#[derive(Debug, Clone)]
+/// `Default` gives an empty step for agents to fill (`Step { step_type: .., ..Default::default() }`).
+#[derive(Debug, Clone, Default)]
 pub struct Step {
     pub key: RunKey,
     pub ts_ms: i64,

@@ -11,6 +11,8 @@
 //! | `POST /v1/ingest/agent/steps` | 201 | same |
 //! | `POST /v1/ingest/agent/runs/{run_id}/finish` | 204 | empty |
 //! | `GET /v1/health` | 200 | `{"data":{"status":"ok",...}}` |
+//! | `GET /v1/ingest/agent/runs/{run_id}/verdict` | 200 | eddy's own: the run's verdict (see `verdict.rs`) |
+//! | `GET /v1/ingest/agent/runs/{run_id}/signals` | 200 | eddy's own: server-sent events |
 //!
 //! Errors are `{"error":"..."}`: 400 (unknown field, bad JSON, body over 1 MiB, validation),
 //! 401 (`unauthorized`), 404 (`not found`: finish with the wrong timestamp), 503 with
@@ -21,7 +23,9 @@
 //! (one flush for all requests in flight), so this costs latency, not throughput.
 //! Not reproduced: keelwave's rate limits (429) and its other ingest routes (`/v1/ingest/ai`,
 //! `/events`, `/metrics`), which have no v1 equivalent.
+mod metrics;
 mod runs;
+mod verdict;
 mod wire;
 
 pub use runs::{format_uuid, uuid_v7, v7_millis, RUN_TABLE_CAPACITY};
@@ -29,6 +33,7 @@ pub use runs::{format_uuid, uuid_v7, v7_millis, RUN_TABLE_CAPACITY};
 use crate::config::Config;
 use crate::contract::ReportedTotals;
 use crate::emit::{EmitError, Emitter};
+use crate::verdict::{VerdictTable, Verdicts};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -62,6 +67,9 @@ pub enum IngestError {
     Unauthorized,
     #[error("not found")]
     NotFound,
+    /// 503 + Retry-After: the signals topic is still being read back after a start.
+    #[error("verdicts are loading")]
+    Loading,
     /// 503 + Retry-After: the event was not acknowledged by Kafka.
     #[error("event not acknowledged by Kafka: {0}")]
     Unavailable(String),
@@ -77,6 +85,10 @@ pub enum IngestError {
     },
     #[error(transparent)]
     Emit(#[from] EmitError),
+    #[error(transparent)]
+    Verdict(#[from] crate::verdict::VerdictError),
+    #[error(transparent)]
+    Admin(#[from] crate::admin::AdminError),
     #[error("ingest server failed: {0}")]
     Serve(#[source] std::io::Error),
 }
@@ -103,6 +115,12 @@ impl IntoResponse for IngestError {
             IngestError::BadRequest(m) => error_body(StatusCode::BAD_REQUEST, m),
             IngestError::Unauthorized => error_body(StatusCode::UNAUTHORIZED, "unauthorized"),
             IngestError::NotFound => error_body(StatusCode::NOT_FOUND, "not found"),
+            IngestError::Loading => {
+                let mut r = error_body(StatusCode::SERVICE_UNAVAILABLE, "verdicts loading, retry");
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r
+            }
             IngestError::Unavailable(why) => {
                 tracing::warn!(error = %why, "ingest: answering 503");
                 let mut r =
@@ -119,6 +137,19 @@ impl IntoResponse for IngestError {
     }
 }
 
+impl IngestError {
+    /// The `answer` label of a failed request in the route metrics.
+    fn metric_label(&self) -> &'static str {
+        match self {
+            IngestError::BadRequest(_) => "bad_request",
+            IngestError::Unauthorized => "unauthorized",
+            IngestError::NotFound => "not_found",
+            IngestError::Loading | IngestError::Unavailable(_) => "unavailable",
+            _ => "error",
+        }
+    }
+}
+
 struct Job {
     key: String,
     payload: Vec<u8>,
@@ -130,6 +161,10 @@ struct AppState {
     keys: HashMap<[u8; 32], Arc<str>>,
     runs: Mutex<RunTable>,
     jobs: mpsc::Sender<Job>,
+    /// Run → strongest signal, read back from the output topic.
+    verdicts: Arc<Verdicts>,
+    /// Cancelled at shutdown: open signal streams end, so the graceful shutdown is not held up.
+    stop: CancellationToken,
 }
 
 impl AppState {
@@ -567,7 +602,16 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/ingest/agent/runs", post(run_start))
         .route("/v1/ingest/agent/steps", post(step))
         .route("/v1/ingest/agent/runs/{run_id}/finish", post(finish))
+        .route(
+            "/v1/ingest/agent/runs/{run_id}/verdict",
+            get(verdict::verdict),
+        )
+        .route(
+            "/v1/ingest/agent/runs/{run_id}/signals",
+            get(verdict::signals),
+        )
         .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn(metrics::record))
         .with_state(state)
 }
 
@@ -590,10 +634,22 @@ pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), Inges
     let publisher = tokio::spawn(publisher(emitter, cfg.input_topic.clone(), rx));
     let projects: std::collections::BTreeSet<&str> =
         cfg.ingest_api_keys.values().map(String::as_str).collect();
+    let verdicts = Verdicts::new(VerdictTable::new(cfg.verdicts.clone()));
+    let reader = crate::verdict::consumer::spawn(
+        crate::verdict::consumer::Source {
+            props: cfg.kafka_client_props(),
+            topic: cfg.output_topic.clone(),
+            lookback: std::time::Duration::from_millis(cfg.verdicts.lookback_ms),
+        },
+        verdicts.clone(),
+        shutdown.child_token(),
+    )?;
     let state = Arc::new(AppState {
         keys,
         runs: Mutex::new(RunTable::new(RUN_TABLE_CAPACITY)),
         jobs: tx,
+        verdicts,
+        stop: shutdown.child_token(),
     });
     let addr: SocketAddr = cfg
         .ingest_addr
@@ -606,19 +662,31 @@ pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), Inges
             source,
         })?;
     let bound = listener.local_addr().map_err(IngestError::Serve)?;
+    let health = Arc::new(crate::admin::Health::default());
+    if let Some(admin) = cfg.ingest_admin_addr.as_deref().filter(|a| !a.is_empty()) {
+        // Ready means accepting requests; ClickHouse is none of the bridge's business.
+        health.set_consuming(true);
+        health.set_clickhouse_ok(true);
+        crate::admin::serve(admin, health.clone()).await?;
+    }
     tracing::info!(
         addr = %bound,
         topic = %cfg.input_topic,
+        signals = %cfg.output_topic,
         api_keys = cfg.ingest_api_keys.len(),
         projects = ?projects,
         "ingest-http: keelwave-compatible ingest API listening"
     );
     axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .with_graceful_shutdown(async move {
+            shutdown.cancelled().await;
+            health.set_draining();
+        })
         .await
         .map_err(IngestError::Serve)?;
     // The router (and with it the last sender) is gone: the publisher drains and exits.
     let _ = publisher.await;
+    reader.abort();
     tracing::info!("ingest-http stopped");
     Ok(())
 }
@@ -654,6 +722,8 @@ mod tests {
             keys: key_table(&cfg).unwrap(),
             runs: Mutex::new(RunTable::new(10)),
             jobs: tx,
+            verdicts: Verdicts::new(VerdictTable::new(Default::default())),
+            stop: CancellationToken::new(),
         }
     }
 

@@ -23,7 +23,6 @@ the rounds. Nothing here asserts on timings.
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -43,10 +42,16 @@ def fleet_child(args):
     """Replay the simulated fleet at --rate events/s until SIGTERM; print what was offered."""
     from confluent_kafka import Producer
 
-    ts_re = re.compile(rb'"ts":(?:\d+|"[^"]*")')
-    run_re = re.compile(rb'"run_id":"([^"]*)"')
+    # Templates: the run id and the envelope's ts (keys are sorted, so a nested "ts" inside
+    # tool_output can come first) become placeholders, filled at send time.
+    templates = []
     with open(args.fleet_file, "rb") as f:
-        lines = [ln.rstrip(b"\n") for ln in f if ln.strip()]
+        for ln in f:
+            if ln.strip():
+                ev = json.loads(ln)
+                run = ev["run_id"].encode()
+                ev["run_id"], ev["ts"] = "@@RUN@@", "@@TS@@"
+                templates.append((run, json.dumps(ev, separators=(",", ":")).encode()))
     p = Producer({"bootstrap.servers": args.brokers, "partitioner": "murmur2_random",
                   "linger.ms": 5, "compression.type": "lz4",
                   "queue.buffering.max.messages": 1_000_000})
@@ -61,12 +66,10 @@ def fleet_child(args):
             continue
         now = str(int(time.time() * 1000)).encode()
         while sent < due:
-            line = lines[i]
+            run, tpl = templates[i]
             # Each pass over the trace is a new set of runs, at the time it is sent.
-            line = ts_re.sub(b'"ts":' + now, line, count=1)
-            m = run_re.search(line)
-            key = m.group(1) + b"~%d" % cycle
-            line = line[:m.start(1)] + key + line[m.end(1):]
+            key = run + b"~%d" % cycle
+            line = tpl.replace(b'"@@TS@@"', now).replace(b"@@RUN@@", key)
             try:
                 p.produce(args.topic, key=key, value=line)
             except BufferError:
@@ -74,7 +77,7 @@ def fleet_child(args):
                 continue
             sent += 1
             i += 1
-            if i == len(lines):
+            if i == len(templates):
                 i, cycle = 0, cycle + 1
         p.poll(0)
     secs = time.monotonic() - start

@@ -73,3 +73,18 @@ def test_wait_for_stop_times_out(guard):
     guard.watch("r1")
     with pytest.raises(asyncio.TimeoutError):
         asyncio.run(guard.wait_for_stop("r1", timeout=0.05))
+
+
+def test_shared_is_one_guard_per_topic():
+    a = Guard.shared("127.0.0.1:1", "t.shared", start=False)
+    try:
+        assert Guard.shared("127.0.0.1:1", "t.shared") is a
+        b = Guard.shared("127.0.0.1:1", "t.other", start=False)
+        assert b is not a
+        b.close()
+    finally:
+        a.close()
+    # a closed one is replaced
+    c = Guard.shared("127.0.0.1:1", "t.shared", start=False)
+    assert c is not a
+    c.close()

@@ -82,6 +82,21 @@ class Guard:
         if wait_ready:
             self.wait_ready(wait_ready)
 
+    _shared: Dict[tuple, "Guard"] = {}
+    _shared_lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, brokers: str, topic: str = "agent.signals", min_severity: str = "stop",
+               **kwargs: Any) -> "Guard":
+        """The process's one guard for (brokers, topic, min_severity), made on first use (with
+        `kwargs`): every agent of the process shares its consumer thread."""
+        key = (brokers, topic, min_severity)
+        with cls._shared_lock:
+            g = cls._shared.get(key)
+            if g is None or g._closing.is_set():
+                g = cls._shared[key] = cls(brokers, topic, min_severity, **kwargs)
+            return g
+
     # ------------------------------------------------------------------ agent side
     @property
     def min_severity(self) -> str:
@@ -181,7 +196,12 @@ class Guard:
                 if not self._assigned:
                     self._closing.wait(0.1)
                     continue
-                for m in c.consume(num_messages=1000, timeout=0.1):
+                # poll() returns at the first record; consume() would wait for its whole batch
+                # or the timeout. What else is already here is then drained without waiting.
+                first = c.poll(0.1)
+                if first is None:
+                    continue
+                for m in [first] + c.consume(num_messages=1000, timeout=0):
                     err = m.error()
                     if err is not None:
                         if err.code() != KafkaError._PARTITION_EOF:

@@ -111,15 +111,25 @@ impl Drop for Agent {
     }
 }
 
-fn run_events(cfg: &Config, run_id: &str, done: impl FnMut(&[OutputEvent]) -> bool) -> Vec<OutputEvent> {
+fn run_events(
+    cfg: &Config,
+    run_id: &str,
+    done: impl FnMut(&[OutputEvent]) -> bool,
+) -> Vec<OutputEvent> {
     let mut done = done;
-    let recs = read_topic_until(cfg, &cfg.output_topic, Duration::from_secs(120), None, |r| {
-        let mine: Vec<OutputEvent> = outputs(r)
-            .into_iter()
-            .filter(|o| o.run_id() == run_id)
-            .collect();
-        done(&mine)
-    });
+    let recs = read_topic_until(
+        cfg,
+        &cfg.output_topic,
+        Duration::from_secs(120),
+        None,
+        |r| {
+            let mine: Vec<OutputEvent> = outputs(r)
+                .into_iter()
+                .filter(|o| o.run_id() == run_id)
+                .collect();
+            done(&mine)
+        },
+    );
     outputs(&recs)
         .into_iter()
         .filter(|o| o.run_id() == run_id)
@@ -139,7 +149,10 @@ fn assert_stopped(report: &Value, max_steps: u64) {
     assert!(tool_calls < max_steps, "stopped before giving up: {report}");
     // The verdict was about a step the agent had already taken, and it stopped there.
     let verdict_step = report["stop_step_index"].as_u64().expect("stop_step_index");
-    assert!(verdict_step <= report["last_step"].as_u64().expect("last_step"), "{report}");
+    assert!(
+        verdict_step <= report["last_step"].as_u64().expect("last_step"),
+        "{report}"
+    );
 }
 
 /// The stop on the topic is the one the agent raised, with the same detector and severity.
@@ -183,7 +196,14 @@ async fn a_looping_langchain_agent_is_stopped_inside_its_run() {
     let mut agent = Agent::spawn(
         &cfg,
         "loop",
-        &["--framework", "langchain", "--interval-ms", "50", "--max-steps", "600"],
+        &[
+            "--framework",
+            "langchain",
+            "--interval-ms",
+            "50",
+            "--max-steps",
+            "600",
+        ],
     );
     let report = agent.wait_for("report", Duration::from_secs(120));
     eprintln!("{report}");
@@ -217,7 +237,10 @@ async fn a_healthy_agent_polling_and_retrying_is_never_stopped() {
             _ => None,
         })
         .expect("run_terminated");
-    assert!(!term.loop_detected, "eddy itself calls the healthy run a loop: {term:?}");
+    assert!(
+        !term.loop_detected,
+        "eddy itself calls the healthy run a loop: {term:?}"
+    );
     assert_eq!(term.totals.steps, 26);
 }
 
@@ -255,7 +278,10 @@ impl Relay {
                 }
                 drop(held);
                 for (mut from, mut to) in [
-                    (client.try_clone().expect("clone"), server.try_clone().expect("clone")),
+                    (
+                        client.try_clone().expect("clone"),
+                        server.try_clone().expect("clone"),
+                    ),
                     (server, client),
                 ] {
                     std::thread::spawn(move || {
@@ -292,7 +318,10 @@ fn start_worker_via(cfg: &Config, relay: &Relay, hold: bool) -> Worker {
     cmd.env("EDDY_CLICKHOUSE_URL", &relay.addr)
         .env("EDDY_LOG", "warn,eddy=info")
         .env("EDDY_TOPIC_PARTITIONS", cfg.topic_partitions.to_string())
-        .env("EDDY_SESSION_TIMEOUT_MS", cfg.session_timeout_ms.to_string())
+        .env(
+            "EDDY_SESSION_TIMEOUT_MS",
+            cfg.session_timeout_ms.to_string(),
+        )
         .env("EDDY_FLUSH_INTERVAL_MS", cfg.flush_interval_ms.to_string())
         .env("EDDY_PROGRESS_INTERVAL_S", "0")
         .stdout(Stdio::null())
@@ -314,7 +343,10 @@ fn start_worker_via(cfg: &Config, relay: &Relay, hold: bool) -> Worker {
         if let Ok(Some(s)) = worker.try_wait() {
             panic!("the worker exited ({s}) before ClickHouse was ready");
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "worker not ready in 60 s");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "worker not ready in 60 s"
+        );
     }
     relay.set_open(!hold);
     worker
@@ -333,7 +365,11 @@ async fn after_kill_9_the_stop_still_arrives_and_its_copies_stop_nothing_twice()
 
     // Generation 1 commits nothing; it dies while the agent loops, before any stop.
     let mut w1 = start_worker_via(&cfg, &relay, true);
-    let mut agent = Agent::spawn(&cfg, "crash", &["--interval-ms", "100", "--max-steps", "900"]);
+    let mut agent = Agent::spawn(
+        &cfg,
+        "crash",
+        &["--interval-ms", "100", "--max-steps", "900"],
+    );
     agent.wait_for("ready", Duration::from_secs(60));
     agent.wait_for("step", Duration::from_secs(30));
     agent.wait_for("step", Duration::from_secs(30));
@@ -351,8 +387,7 @@ async fn after_kill_9_the_stop_still_arrives_and_its_copies_stop_nothing_twice()
     let copies = |m: &[OutputEvent], id: &str| m.iter().filter(|o| o.event_id() == id).count();
     let mine = run_events(&cfg, &run_id, |m| {
         // Generation 2 published the stop once: a second copy is generation 3's.
-        copies(m, &stop_id) >= 2
-            && m.iter().any(|o| matches!(o, OutputEvent::RunTerminated(_)))
+        copies(m, &stop_id) >= 2 && m.iter().any(|o| matches!(o, OutputEvent::RunTerminated(_)))
     });
     let distinct: std::collections::HashSet<&str> = mine.iter().map(|o| o.event_id()).collect();
     let duplicates = mine.len() - distinct.len();

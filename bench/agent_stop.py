@@ -170,7 +170,7 @@ def find_eddy(a):
 
 def ch(url, sql):
     req = urllib.request.Request(url, data=sql.encode(), method="POST")
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with urllib.request.urlopen(req, timeout=120) as r:
         return r.read()
 
 
@@ -262,6 +262,7 @@ def main():
                 row = {"agents": len(out), "stopped": len(stopped),
                        "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "max_ms": max(lat, default=float("nan")),
                        "pipe_p50": pct([o["pipeline_ms"] for o in stopped], 50),
+                       "pipe_p99": pct([o["pipeline_ms"] for o in stopped], 99),
                        "waste_p50": pct(waste, 50), "waste_p99": pct(waste, 99),
                        "verdict_after_loop_start": statistics.median(
                            [o["verdict_step"] - a.loop_at for o in stopped]) if stopped else None,
@@ -269,7 +270,7 @@ def main():
                 rounds.append(row)
                 print(f"rate {rate}/s round {r + 1}: {len(stopped)}/{len(out)} stopped, latency p50 "
                       f"{row['p50_ms']:.1f} ms p99 {row['p99_ms']:.1f} ms max {row['max_ms']:.1f} ms "
-                      f"(p50 {row['pipe_p50']:.1f} ms to the guard's thread), "
+                      f"(to the guard's thread: p50 {row['pipe_p50']:.1f} p99 {row['pipe_p99']:.1f} ms), "
                       f"waste p50 {row['waste_p50']} p99 {row['waste_p99']}, verdict "
                       f"{row['verdict_after_loop_start']} steps after the loop began", flush=True)
             fleet.send_signal(signal.SIGTERM)
@@ -288,12 +289,18 @@ def main():
             worker.kill()
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            ch(a.clickhouse, f"DROP DATABASE IF EXISTS {db}")
             from confluent_kafka.admin import AdminClient
-            AdminClient({"bootstrap.servers": a.brokers}).delete_topics(
-                list(topics.values()) + [f"b.{nonce}.group.changelog"], operation_timeout=10)
+            admin = AdminClient({"bootstrap.servers": a.brokers})  # alive until the futures end
+            futs = admin.delete_topics(
+                list(topics.values()) + [f"b.{nonce}.group.changelog"], operation_timeout=30)
+            for f in futs.values():
+                f.result(60)
         except Exception as e:
-            print(f"clean-up: {e}", file=sys.stderr)
+            print(f"clean-up of topics b.{nonce}.*: {e}", file=sys.stderr)
+        try:
+            ch(a.clickhouse, f"DROP DATABASE IF EXISTS {db}")
+        except Exception as e:
+            print(f"clean-up of database {db}: {e}", file=sys.stderr)
 
     print()
     print("| fleet load (offered) | metric | min | median | max |")

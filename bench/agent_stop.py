@@ -190,6 +190,9 @@ def main():
     ap.add_argument("--warmup-s", type=float, default=5)
     ap.add_argument("--worker-env", action="append", default=[],
                     help="KEY=VALUE for eddy run, e.g. EDDY_FLUSH_INTERVAL_MS=1000")
+    ap.add_argument("--guard-isolation", default="read_committed",
+                    choices=["read_committed", "read_uncommitted"],
+                    help="the guard's isolation.level (matters with delivery = exactly_once)")
     ap.add_argument("--smoke", action="store_true", help="one rate (1000/s), one round of 8 agents")
     ap.add_argument("--fleet-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--fleet-file", help=argparse.SUPPRESS)
@@ -233,7 +236,8 @@ def main():
     results = {}
     try:
         guard = Guard(a.brokers, topic=topics["out"], wait_ready=None,
-                      on_stop=lambda stop: RECEIVED.__setitem__(stop.run_id, time.monotonic()))
+                      on_stop=lambda stop: RECEIVED.__setitem__(stop.run_id, time.monotonic()),
+                      isolation_level=a.guard_isolation)
         if not guard.wait_ready(60):
             sys.exit("the worker did not create the signals topic within 60 s")
         eddy = Emitter(a.brokers, topic=topics["in"], project_id="bench", guard=guard)
@@ -242,7 +246,7 @@ def main():
             "EDDY_INPUT_TOPIC", "EDDY_OUTPUT_TOPIC", "EDDY_DLQ_TOPIC", "EDDY_GROUP_ID",
             "EDDY_ADMIN_ADDR", "EDDY_LOG", "EDDY_PROGRESS_INTERVAL_S")}
         print(f"eddy {eddy_bin}; worker settings {settings} (others default); agent linger.ms 5, "
-              f"guard fetch.wait.max.ms 100; step every {a.interval_ms} ms, loop from step "
+              f"guard {a.guard_isolation}, fetch.wait.max.ms 100; step every {a.interval_ms} ms, loop from step "
               f"{a.loop_at}; {a.agents} agents x {a.rounds} rounds per rate, {a.concurrency} at once",
               flush=True)
         for rate in rates:

@@ -417,3 +417,53 @@ async fn after_kill_9_the_stop_still_arrives_and_its_copies_stop_nothing_twice()
     assert_eq!(signals.len(), want.len(), "{signals:?}");
     assert!(signals.iter().all(|s| want.contains_key(s)));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rl_example_truncates_stuck_episodes_only() {
+    require_eddy_agent();
+    let gym = Command::new("python3")
+        .args(["-c", "import gymnasium"])
+        .output()
+        .expect("python3");
+    assert!(
+        gym.status.success(),
+        "python3 cannot import gymnasium: pip install gymnasium\n{}",
+        String::from_utf8_lossy(&gym.stderr)
+    );
+    let ep = endpoints().await;
+    let cfg = test_config(&ep, "agentpy_rl");
+    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    let _worker = spawn_worker(&cfg, &[]);
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/clients/python/examples/rl_truncate.py"
+        ))
+        .args(["--brokers", &cfg.kafka_brokers])
+        .args(["--steps-topic", &cfg.input_topic])
+        .args(["--signals-topic", &cfg.output_topic])
+        .args(["--episodes", "4", "--max-steps", "400", "--step-ms", "50"])
+        .output()
+        .expect("run clients/python/examples/rl_truncate.py");
+    assert!(
+        out.status.success(),
+        "rl_truncate.py failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let episodes: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON line per episode"))
+        .collect();
+    eprintln!("{episodes:?}");
+    assert_eq!(episodes.len(), 4);
+    for e in &episodes {
+        if e["stuck"] == true {
+            assert_eq!(e["ended"], "eddy_stop", "{e}");
+            // FrozenLake's own limit is 100 steps: eddy ended it well before.
+            assert!(e["steps"].as_u64().expect("steps") < 100, "{e}");
+        } else {
+            assert_eq!(e["ended"], "goal", "{e}");
+        }
+    }
+}

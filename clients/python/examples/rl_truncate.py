@@ -41,6 +41,7 @@ def main():
     for episode in range(args.episodes):
         stuck = episode % 2 == 1
         obs, info = env.reset(seed=episode)
+        run_id = info["eddy_run_id"]
         steps, ended = 0, "max_steps"
         for t in range(args.max_steps):
             action = LEFT if stuck else SAFE_PATH[t % len(SAFE_PATH)]
@@ -54,7 +55,7 @@ def main():
                 break
             time.sleep(args.step_ms / 1000)
         stop = info.get("eddy_stop")
-        print(json.dumps({"episode": episode, "run_id": info.get("eddy_run_id"), "stuck": stuck,
+        print(json.dumps({"episode": episode, "run_id": run_id, "stuck": stuck,
                           "steps": steps, "ended": ended,
                           "detector": stop.detector if stop else None}), flush=True)
     env.close()

@@ -2,7 +2,7 @@
 //! agent is stopped before its next tool call, a healthy one never is, and after `kill -9` of
 //! the worker the stop still arrives while its re-published copies do not stop the run twice.
 //!
-//! The agents are tests/agent_guard.py. Needs python3 with the package installed
+//! The agents are tests/agent_python.py. Needs python3 with the package installed
 //! (`pip install ./clients/python langchain-core`); without it the tests fail and say so.
 mod common;
 
@@ -34,7 +34,7 @@ fn require_eddy_agent() {
     }
 }
 
-/// tests/agent_guard.py as a child process; its JSON lines arrive on a channel.
+/// tests/agent_python.py as a child process; its JSON lines arrive on a channel.
 struct Agent {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -44,7 +44,7 @@ struct Agent {
 impl Agent {
     fn spawn(cfg: &Config, scenario: &str, extra: &[&str]) -> Self {
         let mut child = Command::new("python3")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agent_guard.py"))
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agent_python.py"))
             .args(["--brokers", &cfg.kafka_brokers])
             .args(["--steps-topic", &cfg.input_topic])
             .args(["--signals-topic", &cfg.output_topic])
@@ -54,7 +54,7 @@ impl Agent {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("run python3 tests/agent_guard.py");
+            .expect("run python3 tests/agent_python.py");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = channel();
         std::thread::spawn(move || {

@@ -3,7 +3,7 @@
 
 Driven by tests/agent_python.rs:
 
-    python3 tests/agent_guard.py --brokers B --steps-topic T --signals-topic S --scenario loop
+    python3 tests/agent_python.py --brokers B --steps-topic T --signals-topic S --scenario loop
 
 Scenarios (each one run; the guard checks before every tool call):
 - loop:    the same web_search with the same answer every --interval-ms until eddy says stop;

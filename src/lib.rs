@@ -4,6 +4,8 @@
 //! `source` (Kafka in) → `contract` (decode) → `engine` (pure detectors) →
 //! `emit` (signals, dead letters, changelog to Kafka) and `sink` (ClickHouse) →
 //! `worker` (per-partition ownership and the commit rule). `replay` runs the engine offline.
+#![forbid(unsafe_code)]
+
 pub mod admin;
 pub mod config;
 pub mod contract;

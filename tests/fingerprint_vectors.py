@@ -41,6 +41,11 @@ def key64(domain: str, parts) -> int:
     return struct.unpack("<Q", framed(domain, parts)[:8])[0]
 
 
+def event_id(parts) -> str:
+    """Output event ids: the first 16 bytes of sha256("eddy.v1" || framed parts), as hex."""
+    return framed("eddy.v1", [p.encode() for p in parts])[:16].hex()
+
+
 def hex64(k: int) -> str:
     return f"{k:016x}"
 
@@ -133,6 +138,8 @@ def main():
         "repeated_operation": hex64(
             key64("op", [struct.pack("<Q", primary), struct.pack("<Q", output)])
         ),
+        # The trace is run "r" of project "p", ended by a run_finished event.
+        "run_terminated_event_id": event_id(["p", "r", "run_terminated"]),
     }
     out = {
         "about": "Test vectors for docs/fingerprints.md, written by tests/fingerprint_vectors.py "

@@ -141,6 +141,10 @@ fn signal_fingerprints_match_the_vectors() {
         input.push_str(&step_line(i, trace));
         input.push('\n');
     }
+    input.push_str(
+        r#"{"v":1,"kind":"run_finished","project_id":"p","run_id":"r","ts":1700000009000,"status":"completed"}"#,
+    );
+    input.push('\n');
     let (outs, _) = replay_to_vec(input.as_bytes(), Arc::new(EngineConfig::default()), 1);
     let fingerprint = |detector: &str| -> Vec<String> {
         outs.iter()
@@ -154,6 +158,14 @@ fn signal_fingerprints_match_the_vectors() {
             })
             .collect()
     };
+    let ended = outs
+        .iter()
+        .find_map(|o| match o {
+            OutputEvent::RunTerminated(t) => Some(t.event_id.clone()),
+            _ => None,
+        })
+        .expect("run_terminated");
+    assert_eq!(ended, sig["run_terminated_event_id"].as_str().unwrap());
     for detector in ["keelwave_fingerprint", "repeated_operation"] {
         let got = fingerprint(detector);
         assert!(!got.is_empty(), "no {detector} signal in {outs:#?}");

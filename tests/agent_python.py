@@ -10,7 +10,9 @@ Scenarios (each one run; the guard checks before every tool call):
 - healthy: polls a job until it is done, retries a flaky call that recovers, then distinct
            work; waits for eddy's run_terminated so "never stopped" means eddy saw it all;
 - crash:   loop, then after the stop keeps listening and answers the test's "report N" on stdin
-           once N duplicate signals arrived (the test kills and restarts the worker meanwhile).
+           once N duplicate signals arrived (the test kills and restarts the worker meanwhile);
+- restart: the guard starts consuming, then the agent waits for "go" on stdin (the test restarts
+           the broker meanwhile) and loops as in `loop`.
 --framework langchain runs the loop as a LangChain agent (fake chat model, real tools) through
 eddy_agent.langchain.
 
@@ -127,6 +129,12 @@ class Agent:
     def go(self):
         if not self.guard.wait_ready(30):
             sys.exit("the guard could not assign the signals topic within 30 s")
+        if self.args.scenario == "restart":
+            # The test restarts the broker while the guard is already consuming, then says go.
+            say(event="waiting")
+            for line in sys.stdin:
+                if line.strip() == "go":
+                    break
         self.eddy.run_started(self.run_id, input="when is eddy released?")
         say(event="ready", run_id=self.run_id)
         waiter = threading.Thread(target=self._await_async, daemon=True)
@@ -199,7 +207,7 @@ def main():
     ap.add_argument("--steps-topic", required=True)
     ap.add_argument("--signals-topic", required=True)
     ap.add_argument("--project", default="agents")
-    ap.add_argument("--scenario", choices=["loop", "healthy", "crash"], required=True)
+    ap.add_argument("--scenario", choices=["loop", "healthy", "crash", "restart"], required=True)
     ap.add_argument("--framework", choices=["plain", "langchain"], default="plain")
     ap.add_argument("--interval-ms", type=int, default=50)
     ap.add_argument("--max-steps", type=int, default=600)

@@ -46,8 +46,12 @@ pub fn score(corpus: &str, floors: &Floors) -> (EvalReport, String) {
         delay <= floors.max_delay,
         "mean steps to detection {delay:.1}\n{text}"
     );
-    for (kind, (n, caught)) in &report.kinds {
-        assert!(*caught > 0, "no {kind} loop caught out of {n}\n{text}");
+    for (kind, r) in &report.kinds {
+        assert!(
+            r.caught > 0,
+            "no {kind} loop caught out of {}\n{text}",
+            r.runs
+        );
     }
     (report, text)
 }

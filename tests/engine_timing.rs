@@ -331,3 +331,20 @@ fn errors_that_recover_reset_the_failure_evidence() {
     });
     assert_eq!(t.first(Severity::Alert), None);
 }
+
+/// A retry streak that warned, then recovered, no longer corroborates: re-reading a file three
+/// times afterwards (a warning of its own) stays a warning.
+#[test]
+fn a_recovered_failure_does_not_corroborate_later_warnings() {
+    let err = json!({"error": "503 Service Unavailable: upstream temporarily unavailable"});
+    let t = repeat(Trace::default(), 5, |t, _| {
+        t.fail("http_get", json!({"url": "u"}), err.clone())
+    })
+    .tool("http_get", json!({"url": "u"}), json!({"items": [1, 2]}));
+    assert!(t.first(Severity::Warn).is_some(), "the retries warn");
+    let t = repeat(t, 3, |t, k| {
+        t.tool("read_file", json!({"path": "cfg.yaml"}), json!("a: 1"))
+            .tool("write_note", json!({"n": k}), json!({"ok": k}))
+    });
+    assert_eq!(t.first(Severity::Alert), None);
+}

@@ -84,23 +84,28 @@ fn evict(m: &mut VecMap<u64, Streak>) {
 }
 
 impl FailureState {
+    /// Returns whether a streak already reported ended in a success (the run recovered: what
+    /// it reported should no longer corroborate other detectors).
     pub fn on_step(
         &mut self,
         cfg: &FailureConfig,
         v: &StepView<'_>,
         before: &Progress,
         out: &mut Vec<Finding>,
-    ) {
+    ) -> bool {
         if !cfg.enabled || !v.counted_tool() {
-            return;
+            return false;
         }
         let Some(f) = v.failure.as_ref() else {
             // Success: this call and this tool's error streaks are over.
+            let mut recovered = false;
             if let Some(s) = self.by_op.remove(&v.primary_key) {
-                self.latch.rearm(key64(
+                let k = key64(
                     "fail.op",
                     &[&v.primary_key.to_le_bytes(), &s.error.to_le_bytes()],
-                ));
+                );
+                recovered |= self.latch.has(k);
+                self.latch.rearm(k);
             }
             let gone: Vec<u64> = self
                 .by_error
@@ -110,9 +115,10 @@ impl FailureState {
                 .collect();
             for k in gone {
                 self.by_error.remove(&k);
+                recovered |= self.latch.has(k);
                 self.latch.rearm(k);
             }
-            return;
+            return recovered;
         };
         let step = v.step.step_index;
         let novel = before.novel_actions;
@@ -202,6 +208,7 @@ impl FailureState {
             }
         }
         evict(&mut self.by_error);
+        false
     }
 }
 

@@ -514,6 +514,11 @@ impl Latch {
         self.remove(key);
     }
 
+    /// Whether a level was reported for `key` (and not re-armed since).
+    pub fn has(&self, key: u64) -> bool {
+        self.find(key).is_ok()
+    }
+
     pub fn keys(&self) -> Vec<u64> {
         self.fired.iter().map(|(k, _)| *k).collect()
     }
@@ -897,8 +902,14 @@ impl RunDetectors {
         self.budget.on_step(&cfg.budget, &v, run, out);
         // A run with no failure streaks stays without one on a success: nothing to run.
         if self.failure.get().is_some() || v.failure.is_some() {
-            self.failure
+            let recovered = self
+                .failure
                 .with(|f| f.on_step(&cfg.failure, &v, &before, out));
+            if recovered && self.policy.get().is_some() {
+                // Errors that recover are not evidence any more (goose resets its error streak
+                // on a success): they must not turn another detector's warning into an alert.
+                self.policy.with(|p| p.forget("repeated_failure"));
+            }
         }
         let h = &mut self.history;
         let streak = &mut self.progress.streak;

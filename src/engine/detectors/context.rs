@@ -55,18 +55,30 @@ pub struct ContextState {
     stale: Stale,
 }
 
-/// What the stale-growth and compaction rules remember: the run's count of new things
-/// ([`novelty`]) when each streak began.
+/// What the stale-growth and compaction rules remember, in 8 bytes (the boxed state then
+/// stays in the allocator size class it had): counts of new things are compared by their low
+/// 16 bits (they grow by at most three a step), the context size in thousands of tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Stale {
-    /// Novelty and context size at the last step that brought something new.
-    mark: u64,
-    base_tokens: u64,
-    steps: u32,
+    /// Novelty ([`ContextState::on_step`]) and context size at the last step that brought
+    /// something new, and the steps since, that one included.
+    mark: u16,
+    base_kilotokens: u16,
+    steps: u8,
     /// Compactions in a row with nothing new between them, and the novelty at the last one.
-    compactions: u32,
-    compaction_mark: u64,
+    compactions: u8,
+    compaction_mark: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<Stale>() == 8);
+
+fn low16(x: u64) -> u16 {
+    x as u16
+}
+
+fn kilotokens(tokens: u64) -> u16 {
+    u16::try_from(tokens / 1000).unwrap_or(u16::MAX)
 }
 
 /// The recent (step, tokens_in_context) samples, oldest first: 8 bytes each while both fit in
@@ -293,12 +305,12 @@ impl ContextState {
 impl ContextState {
     fn compaction(&mut self, cfg: &ContextConfig, step: u64, novelty: u64, out: &mut Vec<Finding>) {
         let st = &mut self.stale;
-        if st.compactions == 0 || st.compaction_mark != novelty {
+        if st.compactions == 0 || st.compaction_mark != low16(novelty) {
             st.compactions = 0;
         }
         st.compactions = st.compactions.saturating_add(1);
-        st.compaction_mark = novelty;
-        let n = st.compactions;
+        st.compaction_mark = low16(novelty);
+        let n = u32::from(st.compactions);
         let level = (n >= cfg.compactions.floor())
             .then(|| cfg.compactions.level(n))
             .flatten();
@@ -334,19 +346,19 @@ impl ContextState {
         if v_waits {
             // Waiting (a poll answering "still running") grows the context by design: the
             // repeated-operation thresholds for polls judge it, not this rule.
-            st.base_tokens = tokens;
+            st.base_kilotokens = kilotokens(tokens);
             return;
         }
-        if cfg.stale_steps == 0 || st.mark != novelty || st.steps == 0 {
-            st.mark = novelty;
-            st.base_tokens = tokens;
+        if cfg.stale_steps == 0 || st.mark != low16(novelty) || st.steps == 0 {
+            st.mark = low16(novelty);
+            st.base_kilotokens = kilotokens(tokens);
             st.steps = 1;
             self.latch.rearm(STALE);
             return;
         }
         st.steps = st.steps.saturating_add(1);
-        let grown = tokens.saturating_sub(st.base_tokens);
-        let quiet = st.steps - 1;
+        let grown = u64::from(kilotokens(tokens).saturating_sub(st.base_kilotokens)) * 1000;
+        let quiet = u32::from(st.steps - 1);
         let level = if quiet < cfg.stale_steps || grown < cfg.stale_growth {
             None
         } else if grown >= cfg.stale_growth.saturating_mul(2) {

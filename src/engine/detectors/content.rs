@@ -16,7 +16,8 @@
 use super::{hex64, push_bounded, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
 use crate::engine::text::{
-    deserialize_signature, feature_sig, fnv64, key64, normalize_message, similarity, Signature,
+    contains_ci, deserialize_signature, feature_sig, fnv64, key64, normalize_message, similarity,
+    Signature,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -181,8 +182,7 @@ enum Said {
 }
 
 fn said(step_type: &str) -> Said {
-    let t = step_type.to_ascii_lowercase();
-    let has = |xs: &[&str]| xs.iter().any(|x| t.contains(x));
+    let has = |xs: &[&str]| xs.iter().any(|x| contains_ci(step_type, x));
     if has(&[
         "user",
         "human",

@@ -11,6 +11,7 @@
 use super::history::{Call, History, Members, CONTEXT};
 use super::{hex64, push_bounded, Finding, Latch, Levels, StepView};
 use crate::contract::Severity;
+use crate::engine::text::contains_ci;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -205,19 +206,19 @@ const OVERFLOW: &[&str] = &[
 
 /// A compaction (condensation) step, or a context-window overflow.
 fn context_event(v: &StepView<'_>) -> bool {
-    let t = v.step.step_type.to_ascii_lowercase();
-    if t.contains("compact") || t.contains("condens") {
+    let t = v.step.step_type.as_str();
+    if contains_ci(t, "compact") || contains_ci(t, "condens") {
         return true;
     }
     let text = match (&v.failure, v.tool) {
-        (Some(f), _) => f.text.to_ascii_lowercase(),
+        (Some(f), _) => f.text.as_str(),
         (None, None) => match v.canon.content(v.step) {
-            Some(c) if c.len() <= 2000 && t.contains("error") => c.to_ascii_lowercase(),
+            Some(c) if c.len() <= 2000 && contains_ci(t, "error") => c,
             _ => return false,
         },
         (None, Some(_)) => return false,
     };
-    OVERFLOW.iter().any(|w| text.contains(w))
+    OVERFLOW.iter().any(|w| contains_ci(text, w))
 }
 
 impl ContextState {

@@ -178,8 +178,7 @@ impl RepeatState {
         // counted call whenever a streak runs, since a failure or another call ends it.
         let again = *streak > 0
             && hist
-                .members(REPEAT)
-                .next_back()
+                .last(REPEAT)
                 .is_some_and(|e| e.primary == v.primary_key && e.output == v.output_key);
         *streak = if again { streak.saturating_add(1) } else { 1 };
         let streak = *streak;

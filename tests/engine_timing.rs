@@ -348,3 +348,17 @@ fn a_recovered_failure_does_not_corroborate_later_warnings() {
     });
     assert_eq!(t.first(Severity::Alert), None);
 }
+
+/// Gymnasium's TimeLimit counter in an observation counts steps, not states: an environment
+/// that answers the same observation with only the counter moving is stuck.
+#[test]
+fn an_elapsed_steps_counter_does_not_make_an_observation_new() {
+    let t = repeat(Trace::default(), 3, |t, k| {
+        t.tool(
+            "step",
+            json!({"a": "down"}),
+            json!({"obs": {"pos": [3, 4]}, "r": -0.01, "elapsed_steps": 40 + k}),
+        )
+    });
+    assert_eq!(t.first(Severity::Alert), Some(3));
+}

@@ -126,6 +126,8 @@ impl Default for FingerprintConfig {
             "attempt",
             "attempt_number",
             "retry_count",
+            // Gymnasium's TimeLimit step counter, in RL observations: a counter, not a state.
+            "elapsed_steps",
         ];
         Self {
             volatile_keys: keys.iter().map(|s| s.to_string()).collect(),

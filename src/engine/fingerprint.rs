@@ -114,6 +114,20 @@ impl Default for FingerprintConfig {
             "receipt",
             "cache_buster",
             "_t",
+            // Progress-tracking parameters that change on every call whatever the call does
+            // (Cline strips `task_progress` before comparing calls; agents add turn and
+            // attempt counters): the same call with a new counter is still the same call.
+            "task_progress",
+            "turn",
+            "turn_count",
+            "turn_number",
+            "turn_index",
+            "iteration",
+            "attempt",
+            "attempt_number",
+            "retry_count",
+            // Gymnasium's TimeLimit step counter, in RL observations: a counter, not a state.
+            "elapsed_steps",
         ];
         Self {
             volatile_keys: keys.iter().map(|s| s.to_string()).collect(),

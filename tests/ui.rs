@@ -134,7 +134,8 @@ fn screenshot(url: &str, name: &str) -> PathBuf {
     );
     let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     assert!(len > 10_000, "{name}.png is {len} bytes");
-    if std::env::var("EDDY_UI_DOCS_SCREENSHOTS").is_ok_and(|v| v == "1") {
+    let in_docs = matches!(name, "fleet" | "run");
+    if in_docs && std::env::var("EDDY_UI_DOCS_SCREENSHOTS").is_ok_and(|v| v == "1") {
         let docs = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("docs")
             .join(format!("ui-{name}.png"));

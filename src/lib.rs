@@ -21,5 +21,6 @@ pub mod replay;
 pub mod simulate;
 pub mod sink;
 pub mod source;
+pub mod ui;
 pub mod verdict;
 pub mod worker;

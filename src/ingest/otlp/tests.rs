@@ -130,8 +130,8 @@ fn openinference_tool_and_llm_spans_and_event_attributes() {
         code: status::StatusCode::Error as i32,
         message: "boom".into(),
     });
-    let [Event::Step(st)] = mapping::events("p", &t).unwrap().as_slice().to_owned().as_slice()
-    else {
+    let evs = mapping::events("p", &t).unwrap();
+    let [Event::Step(st)] = evs.as_slice() else {
         panic!()
     };
     assert_eq!(st.tool_name.as_deref(), Some("lookup"));
@@ -150,8 +150,8 @@ fn openinference_tool_and_llm_spans_and_event_attributes() {
             kv("llm.token_count.completion", Value::IntValue(3)),
         ],
     );
-    let [Event::Step(st)] = mapping::events("p", &llm).unwrap().as_slice().to_owned().as_slice()
-    else {
+    let evs = mapping::events("p", &llm).unwrap();
+    let [Event::Step(st)] = evs.as_slice() else {
         panic!()
     };
     assert_eq!(st.step_type, "think");
@@ -306,7 +306,10 @@ fn otlp_json_with_hex_ids_and_camel_case_decodes() {
     assert_eq!(sp.trace_id, TRACE.to_vec());
     assert_eq!(sp.span_id, hex::decode("eee19b7ec3c1b174").unwrap());
     let m = map_request(&req, None, "d");
-    let [Event::Step(st)] = decoded(&m).try_into().unwrap();
+    let evs = decoded(&m);
+    let [Event::Step(st)] = evs.as_slice() else {
+        panic!("{evs:?}")
+    };
     assert_eq!(st.key.project_id, "acme");
     assert_eq!(st.tokens, Some(42));
     assert_eq!(st.tool_success, Some(false));

@@ -62,8 +62,33 @@ pub fn decode(bytes: &[u8], enc: Encoding) -> Result<ExportTraceServiceRequest, 
     match enc {
         Encoding::Protobuf => ExportTraceServiceRequest::decode(bytes)
             .map_err(|e| OtlpError::Malformed(format!("protobuf body: {e}"))),
-        Encoding::Json => serde_json::from_slice(bytes)
-            .map_err(|e| OtlpError::Malformed(format!("JSON body: {e}"))),
+        Encoding::Json => {
+            let mut v: serde_json::Value = serde_json::from_slice(bytes)
+                .map_err(|e| OtlpError::Malformed(format!("JSON body: {e}")))?;
+            quote_nanos(&mut v);
+            serde_json::from_value(v).map_err(|e| OtlpError::Malformed(format!("JSON body: {e}")))
+        }
+    }
+}
+
+/// OTLP/JSON writes the 64-bit `*UnixNano` times as decimal strings, and receivers accept
+/// plain numbers too (protobuf's JSON mapping does); opentelemetry-proto reads only the
+/// strings, so numbers are turned into them first.
+fn quote_nanos(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, val) in m.iter_mut() {
+                if k.ends_with("UnixNano") {
+                    if let serde_json::Value::Number(n) = val {
+                        *val = serde_json::Value::String(n.to_string());
+                        continue;
+                    }
+                }
+                quote_nanos(val);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(quote_nanos),
+        _ => {}
     }
 }
 

@@ -124,7 +124,7 @@ fn step(key: &RunKey, span: &Span, kind: SpanKind) -> Step {
                 .or_else(|| (!span.name.is_empty()).then(|| span.name.clone()));
             s.tool_input = attrs::json_text(first_text(
                 span,
-                &["gen_ai.tool.call.arguments", "tool.parameters", "input.value"],
+                &["gen_ai.tool.call.arguments", "input.value"],
             ));
             s.tool_output =
                 attrs::json_text(first_text(span, &["gen_ai.tool.call.result", "output.value"]));

@@ -316,6 +316,21 @@ fn otlp_json_with_hex_ids_and_camel_case_decodes() {
 }
 
 #[test]
+fn json_times_may_be_numbers_or_strings() {
+    let body = |t: &str| {
+        format!(
+            r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{{"traceId":"5b8efff798038103d269b633813fc60c",
+            "spanId":"eee19b7ec3c1b174","startTimeUnixNano":{t},"endTimeUnixNano":{t}}}]}}]}}]}}"#
+        )
+    };
+    for t in ["1767225600000000000", r#""1767225600000000000""#] {
+        let req = decode(body(t).as_bytes(), Encoding::Json).unwrap();
+        let sp = &req.resource_spans[0].scope_spans[0].spans[0];
+        assert_eq!(sp.start_time_unix_nano, T0, "{t}");
+    }
+}
+
+#[test]
 fn malformed_bodies_are_refused_with_a_reason() {
     let e = decode(b"\xff\xff\xff", Encoding::Protobuf).unwrap_err();
     assert!(matches!(&e, OtlpError::Malformed(m) if m.contains("protobuf")), "{e}");

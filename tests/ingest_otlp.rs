@@ -27,7 +27,9 @@ fn require_python_modules(modules: &[&str]) {
         .collect::<Vec<_>>()
         .join("; ");
     match Command::new("python3").args(["-c", &code]).output() {
-        Err(e) => panic!("python3 is required for this test ({e}): install Python 3, then `{PACKAGES}`"),
+        Err(e) => {
+            panic!("python3 is required for this test ({e}): install Python 3, then `{PACKAGES}`")
+        }
         Ok(o) if !o.status.success() => panic!(
             "python3 cannot import the OpenTelemetry clients: run `{PACKAGES}`\n{}",
             String::from_utf8_lossy(&o.stderr)
@@ -125,7 +127,7 @@ fn await_caught_up(cfg: &eddy::config::Config, worker: &mut Worker, min_total: i
         }
         let mut tpl = TopicPartitionList::new();
         let mut ends = 0i64;
-        for p in 0..cfg.topic_partitions as i32 {
+        for p in 0..cfg.topic_partitions {
             let (_, high) = c
                 .fetch_watermarks(&cfg.input_topic, p, Duration::from_secs(5))
                 .expect("watermarks");
@@ -157,7 +159,13 @@ fn await_caught_up(cfg: &eddy::config::Config, worker: &mut Worker, min_total: i
 
 fn output_payloads(cfg: &eddy::config::Config) -> Vec<String> {
     // Caught up means published; reading until idle collects all of it.
-    let recs = read_topic_until(cfg, &cfg.output_topic, Duration::from_secs(30), None, |_| true);
+    let recs = read_topic_until(
+        cfg,
+        &cfg.output_topic,
+        Duration::from_secs(30),
+        None,
+        |_| true,
+    );
     let mut v: Vec<String> = recs
         .iter()
         .filter_map(|r| r.payload.as_deref())
@@ -170,7 +178,11 @@ fn output_payloads(cfg: &eddy::config::Config) -> Vec<String> {
 fn metrics(admin: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(admin).expect("connect to the admin server");
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("send");
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
     let mut raw = String::new();
     s.read_to_string(&mut raw).expect("read /metrics");
     raw
@@ -248,7 +260,10 @@ async fn otel_traced_agents_get_their_verdict_and_a_second_export_changes_nothin
     let outs = outputs(&recs);
     for o in &outs {
         if let OutputEvent::RunTerminated(t) = o {
-            assert_eq!(t.project_id, project, "the resource attribute names the project");
+            assert_eq!(
+                t.project_id, project,
+                "the resource attribute names the project"
+            );
         }
     }
     let detected: BTreeSet<&str> = outs
@@ -262,16 +277,25 @@ async fn otel_traced_agents_get_their_verdict_and_a_second_export_changes_nothin
         .map(|o| o.run_id())
         .collect();
     for r in &looping {
-        assert!(detected.contains(r.as_str()), "looping run {r} not caught: {outs:?}");
+        assert!(
+            detected.contains(r.as_str()),
+            "looping run {r} not caught: {outs:?}"
+        );
     }
     for r in &healthy {
-        assert!(!signalled.contains(r.as_str()), "healthy run {r} signalled: {outs:?}");
+        assert!(
+            !signalled.contains(r.as_str()),
+            "healthy run {r} signalled: {outs:?}"
+        );
     }
 
     // The same spans exported again (reversed, in one batch): nothing new on the output topic.
     let first_total = await_caught_up(&cfg, &mut worker, 1);
     let before = output_payloads(&cfg);
-    let replay = python(&["--replay", spans_file.to_str().expect("utf-8 path")], &envs);
+    let replay = python(
+        &["--replay", spans_file.to_str().expect("utf-8 path")],
+        &envs,
+    );
     assert_eq!(replay["replay_status"], 200, "{replay}");
     let second_total = await_caught_up(&cfg, &mut worker, first_total + 1);
     assert!(second_total > first_total, "the replay produced no events");

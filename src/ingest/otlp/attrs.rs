@@ -39,11 +39,8 @@ pub fn count(attrs: &[KeyValue], key: &str) -> Option<u64> {
 /// A span attribute, else the same key on one of the span's events (older GenAI
 /// instrumentations put tool arguments and results, and message contents, on events).
 pub fn span_text(span: &Span, key: &str) -> Option<String> {
-    text(&span.attributes, key).or_else(|| {
-        span.events
-            .iter()
-            .find_map(|e| text(&e.attributes, key))
-    })
+    text(&span.attributes, key)
+        .or_else(|| span.events.iter().find_map(|e| text(&e.attributes, key)))
 }
 
 /// `value` as JSON: scalars as themselves, arrays and key/value lists as arrays and objects,
@@ -61,7 +58,12 @@ pub fn to_json(value: &Value) -> serde_json::Value {
         Value::KvlistValue(l) => l
             .values
             .iter()
-            .map(|kv| (kv.key.clone(), kv.value.as_ref().map_or(serde_json::Value::Null, any)))
+            .map(|kv| {
+                (
+                    kv.key.clone(),
+                    kv.value.as_ref().map_or(serde_json::Value::Null, any),
+                )
+            })
             .collect::<serde_json::Map<_, _>>()
             .into(),
         Value::BytesValue(b) => base64::engine::general_purpose::STANDARD.encode(b).into(),
@@ -73,7 +75,7 @@ pub fn to_json(value: &Value) -> serde_json::Value {
 /// as a JSON string. Either way the same span gives the same bytes.
 pub fn json_text(attrs_text: Option<String>) -> Option<crate::contract::JsonText> {
     let t = attrs_text?;
-    crate::contract::JsonText::parse(&t)
-        .ok()
-        .or_else(|| crate::contract::JsonText::parse(&serde_json::Value::String(t).to_string()).ok())
+    crate::contract::JsonText::parse(&t).ok().or_else(|| {
+        crate::contract::JsonText::parse(&serde_json::Value::String(t).to_string()).ok()
+    })
 }

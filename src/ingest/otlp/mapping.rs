@@ -126,10 +126,14 @@ fn step(key: &RunKey, span: &Span, kind: SpanKind) -> Step {
                 span,
                 &["gen_ai.tool.call.arguments", "input.value"],
             ));
-            s.tool_output =
-                attrs::json_text(first_text(span, &["gen_ai.tool.call.result", "output.value"]));
+            s.tool_output = attrs::json_text(first_text(
+                span,
+                &["gen_ai.tool.call.result", "output.value"],
+            ));
             s.tool_success = Some(!failed(span));
-            let dur = span.end_time_unix_nano.saturating_sub(span.start_time_unix_nano);
+            let dur = span
+                .end_time_unix_nano
+                .saturating_sub(span.start_time_unix_nano);
             s.tool_latency_ms = (span.end_time_unix_nano > 0).then(|| dur as f64 / 1e6);
         }
         _ => {

@@ -9,7 +9,9 @@ use opentelemetry_proto::tonic::trace::v1::{status, ResourceSpans, ScopeSpans, S
 use prost::Message;
 use std::io::Write;
 
-const TRACE: [u8; 16] = [0x5b, 0x8e, 0xff, 0xf7, 0x98, 0x03, 0x81, 0x03, 0xd2, 0x69, 0xb6, 0x33, 0x81, 0x3f, 0xc6, 0x0c];
+const TRACE: [u8; 16] = [
+    0x5b, 0x8e, 0xff, 0xf7, 0x98, 0x03, 0x81, 0x03, 0xd2, 0x69, 0xb6, 0x33, 0x81, 0x3f, 0xc6, 0x0c,
+];
 
 fn kv(k: &str, v: Value) -> KeyValue {
     KeyValue {
@@ -26,7 +28,9 @@ fn span(id: u8, parent: Option<u8>, start_ns: u64, attributes: Vec<KeyValue>) ->
     Span {
         trace_id: TRACE.to_vec(),
         span_id: vec![0, 0, 0, 0, 0, 0, 0, id],
-        parent_span_id: parent.map(|p| vec![0, 0, 0, 0, 0, 0, 0, p]).unwrap_or_default(),
+        parent_span_id: parent
+            .map(|p| vec![0, 0, 0, 0, 0, 0, 0, p])
+            .unwrap_or_default(),
         name: format!("span-{id}"),
         start_time_unix_nano: start_ns,
         end_time_unix_nano: start_ns + 2_000_000,
@@ -39,7 +43,9 @@ fn request(project: Option<&str>, spans: Vec<Span>) -> ExportTraceServiceRequest
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {
-                attributes: project.map(|p| vec![s(PROJECT_ATTRIBUTE, p)]).unwrap_or_default(),
+                attributes: project
+                    .map(|p| vec![s(PROJECT_ATTRIBUTE, p)])
+                    .unwrap_or_default(),
                 ..Resource::default()
             }),
             scope_spans: vec![ScopeSpans {
@@ -68,29 +74,58 @@ fn tool(id: u8, start: u64, args: &str) -> Span {
 }
 
 fn decoded(m: &Mapped) -> Vec<Event> {
-    m.messages.iter().map(|(_, b)| decode_v1(b).unwrap()).collect()
+    m.messages
+        .iter()
+        .map(|(_, b)| decode_v1(b).unwrap())
+        .collect()
 }
 
 #[test]
 fn spans_are_classified_under_both_conventions() {
     let k = |attrs| mapping::classify(&span(2, Some(1), T0, attrs));
-    assert_eq!(k(vec![s("gen_ai.operation.name", "invoke_agent")]), SpanKind::Agent);
-    assert_eq!(k(vec![s("gen_ai.operation.name", "create_agent")]), SpanKind::Agent);
-    assert_eq!(k(vec![s("openinference.span.kind", "AGENT")]), SpanKind::Agent);
-    assert_eq!(k(vec![s("gen_ai.operation.name", "execute_tool")]), SpanKind::Tool);
-    assert_eq!(k(vec![s("openinference.span.kind", "TOOL")]), SpanKind::Tool);
+    assert_eq!(
+        k(vec![s("gen_ai.operation.name", "invoke_agent")]),
+        SpanKind::Agent
+    );
+    assert_eq!(
+        k(vec![s("gen_ai.operation.name", "create_agent")]),
+        SpanKind::Agent
+    );
+    assert_eq!(
+        k(vec![s("openinference.span.kind", "AGENT")]),
+        SpanKind::Agent
+    );
+    assert_eq!(
+        k(vec![s("gen_ai.operation.name", "execute_tool")]),
+        SpanKind::Tool
+    );
+    assert_eq!(
+        k(vec![s("openinference.span.kind", "TOOL")]),
+        SpanKind::Tool
+    );
     assert_eq!(k(vec![s("gen_ai.operation.name", "chat")]), SpanKind::Model);
-    assert_eq!(k(vec![s("gen_ai.operation.name", "text_completion")]), SpanKind::Model);
-    assert_eq!(k(vec![s("openinference.span.kind", "LLM")]), SpanKind::Model);
-    assert_eq!(k(vec![s("openinference.span.kind", "CHAIN")]), SpanKind::Other);
+    assert_eq!(
+        k(vec![s("gen_ai.operation.name", "text_completion")]),
+        SpanKind::Model
+    );
+    assert_eq!(
+        k(vec![s("openinference.span.kind", "LLM")]),
+        SpanKind::Model
+    );
+    assert_eq!(
+        k(vec![s("openinference.span.kind", "CHAIN")]),
+        SpanKind::Other
+    );
     assert_eq!(k(vec![s("http.method", "GET")]), SpanKind::Other);
 }
 
 #[test]
 fn a_tool_span_is_a_tool_call_step_with_its_arguments_and_result() {
     let mut sp = tool(2, T0 + 5_000, r#"{"q": "weather"}"#);
-    sp.attributes.push(kv("gen_ai.usage.input_tokens", Value::IntValue(7)));
-    sp.attributes.push(kv("gen_ai.usage.output_tokens", Value::IntValue(5)));
+    sp.attributes
+        .push(kv("gen_ai.usage.input_tokens", Value::IntValue(7)));
+    sp.attributes
+        .push(kv("gen_ai.usage.output_tokens", Value::IntValue(5)));
     let evs = mapping::events("p", &sp).unwrap();
     let [Event::Step(st)] = evs.as_slice() else {
         panic!("{evs:?}")
@@ -121,11 +156,12 @@ fn openinference_tool_and_llm_spans_and_event_attributes() {
         ],
     );
     // The result only on a span event, as older instrumentations write it.
-    t.events.push(opentelemetry_proto::tonic::trace::v1::span::Event {
-        name: "result".into(),
-        attributes: vec![s("output.value", "found")],
-        ..Default::default()
-    });
+    t.events
+        .push(opentelemetry_proto::tonic::trace::v1::span::Event {
+            name: "result".into(),
+            attributes: vec![s("output.value", "found")],
+            ..Default::default()
+        });
     t.status = Some(Status {
         code: status::StatusCode::Error as i32,
         message: "boom".into(),
@@ -145,7 +181,10 @@ fn openinference_tool_and_llm_spans_and_event_attributes() {
         T0,
         vec![
             s("openinference.span.kind", "LLM"),
-            s("llm.output_messages.0.message.content", "I should search again"),
+            s(
+                "llm.output_messages.0.message.content",
+                "I should search again",
+            ),
             kv("llm.token_count.prompt", Value::IntValue(10)),
             kv("llm.token_count.completion", Value::IntValue(3)),
         ],
@@ -197,13 +236,23 @@ fn the_root_agent_span_starts_and_finishes_the_run() {
 #[test]
 fn unmappable_spans_are_skipped_and_counted() {
     let other = span(5, Some(1), T0, vec![s("db.system", "postgres")]);
-    assert_eq!(mapping::events("p", &other).unwrap_err(), mapping::Skip::Unmapped);
+    assert_eq!(
+        mapping::events("p", &other).unwrap_err(),
+        mapping::Skip::Unmapped
+    );
     let mut bad = tool(6, T0, "{}");
     bad.trace_id = vec![0; 16];
-    assert_eq!(mapping::events("p", &bad).unwrap_err(), mapping::Skip::InvalidIds);
+    assert_eq!(
+        mapping::events("p", &bad).unwrap_err(),
+        mapping::Skip::InvalidIds
+    );
     let mut short = tool(7, T0, "{}");
     short.span_id = vec![1, 2];
-    let m = map_request(&request(None, vec![other, bad, short, tool(8, T0, "{}")]), None, "d");
+    let m = map_request(
+        &request(None, vec![other, bad, short, tool(8, T0, "{}")]),
+        None,
+        "d",
+    );
     assert_eq!((m.spans, m.unmapped, m.rejected, m.invalid), (4, 1, 2, 0));
     assert_eq!(m.messages.len(), 1);
     // A project id the v1 contract refuses (over 256 bytes) is counted, not sent.
@@ -215,7 +264,13 @@ fn unmappable_spans_are_skipped_and_counted() {
 #[test]
 fn step_indices_follow_start_time_and_ignore_arrival_order_and_batches() {
     let spans: Vec<Span> = (0..6u8)
-        .map(|i| tool(10 + i, T0 + u64::from(i) * 1_000_000, &format!("{{\"n\":{i}}}")))
+        .map(|i| {
+            tool(
+                10 + i,
+                T0 + u64::from(i) * 1_000_000,
+                &format!("{{\"n\":{i}}}"),
+            )
+        })
         .collect();
     let index_of = |m: &Mapped| -> Vec<(String, u64)> {
         let mut v: Vec<(String, u64)> = decoded(m)
@@ -285,9 +340,18 @@ fn protobuf_and_gzip_bodies_decode() {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     gz.write_all(&vec![0u8; 1 << 20]).unwrap();
     let bomb = gz.finish().unwrap();
-    assert!(matches!(decompress(&bomb, Some("gzip"), 1000), Err(OtlpError::TooLarge(1000))));
-    assert!(matches!(decompress(b"not gzip", Some("gzip"), 1000), Err(OtlpError::Malformed(_))));
-    assert!(matches!(decompress(b"x", Some("br"), 1000), Err(OtlpError::Malformed(_))));
+    assert!(matches!(
+        decompress(&bomb, Some("gzip"), 1000),
+        Err(OtlpError::TooLarge(1000))
+    ));
+    assert!(matches!(
+        decompress(b"not gzip", Some("gzip"), 1000),
+        Err(OtlpError::Malformed(_))
+    ));
+    assert!(matches!(
+        decompress(b"x", Some("br"), 1000),
+        Err(OtlpError::Malformed(_))
+    ));
 }
 
 #[test]
@@ -333,11 +397,20 @@ fn json_times_may_be_numbers_or_strings() {
 #[test]
 fn malformed_bodies_are_refused_with_a_reason() {
     let e = decode(b"\xff\xff\xff", Encoding::Protobuf).unwrap_err();
-    assert!(matches!(&e, OtlpError::Malformed(m) if m.contains("protobuf")), "{e}");
+    assert!(
+        matches!(&e, OtlpError::Malformed(m) if m.contains("protobuf")),
+        "{e}"
+    );
     let e = decode(b"{\"resourceSpans\": 3}", Encoding::Json).unwrap_err();
-    assert!(matches!(&e, OtlpError::Malformed(m) if m.contains("JSON")), "{e}");
-    let e = decode(br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"}]}]}]}"#, Encoding::Json)
-        .unwrap_err();
+    assert!(
+        matches!(&e, OtlpError::Malformed(m) if m.contains("JSON")),
+        "{e}"
+    );
+    let e = decode(
+        br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"}]}]}]}"#,
+        Encoding::Json,
+    )
+    .unwrap_err();
     assert!(matches!(e, OtlpError::Malformed(_)));
     assert!(Encoding::from_content_type(Some("text/plain")).is_err());
     assert_eq!(

@@ -911,7 +911,7 @@ impl Progress {
     fn tick(&mut self) {
         self.done += 1;
         if self.hidden {
-            if self.done % self.every == 0 {
+            if self.done.is_multiple_of(self.every) {
                 let total = self.bar.length().unwrap_or(0);
                 eprintln!(
                     "simulate: {} {}/{total} {}",

@@ -142,7 +142,7 @@ async fn run(
                     }
                 }
                 ticks = ticks.wrapping_add(1);
-                if ticks % SWEEP_EVERY == 0 {
+                if ticks.is_multiple_of(SWEEP_EVERY) {
                     let mut table = verdicts.table();
                     table.sweep(now_ms());
                     metrics::gauge!("eddy_verdict_runs").set(table.len() as f64);

@@ -198,33 +198,31 @@ fn main() {
         ),
     )
     .expect("write config");
-    let mut rx = Command::new(&a.eddy)
-        .args(["ingest-otlp", "--config"])
-        .arg(&path)
-        .env("EDDY_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn eddy ingest-otlp");
+    let mut rx = Receiver(
+        Command::new(&a.eddy)
+            .args(["ingest-otlp", "--config"])
+            .arg(&path)
+            .env("EDDY_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn eddy ingest-otlp"),
+    );
     let start = Instant::now();
     while TcpStream::connect(&addr).is_err() {
         assert!(
-            rx.try_wait().ok().flatten().is_none(),
+            rx.0.try_wait().ok().flatten().is_none(),
             "eddy ingest-otlp exited"
         );
         assert!(start.elapsed() < Duration::from_secs(60), "receiver not up");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // A warm-up request: topic metadata and the producer's connections are not measured.
-    post_all(
-        &addr,
-        &bodies(
-            &Args {
-                spans: 20,
-                ..args()
-            },
-            usize::MAX >> 1,
-        ),
-    );
+    // A warm-up request: topic metadata and the producer's connections are not measured. Its
+    // repetition number, `repeat`, gives ids none of the measured runs use.
+    let warmup = Args {
+        spans: 20,
+        ..args()
+    };
+    post_all(&addr, &bodies(&warmup, a.repeat));
 
     println!(
         "otlp: {} spans/run in batches of {} over {} connections, {} runs",
@@ -253,6 +251,14 @@ fn main() {
         rates[rates.len() / 2],
         rates[rates.len() - 1]
     );
-    let _ = rx.kill();
-    let _ = rx.wait();
+}
+
+/// The receiver process, stopped however the bench ends (a panic included).
+struct Receiver(std::process::Child);
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

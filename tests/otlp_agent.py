@@ -6,7 +6,8 @@ Driven by tests/ingest_otlp.rs. Only the exporter's endpoint points at eddy:
     OTLP_ENDPOINT=http://127.0.0.1:PORT/v1/traces EDDY_PROJECT=p python3 tests/otlp_agent.py SPANS_FILE
 
 - two agents traced by hand with the OpenTelemetry SDK under the GenAI semantic conventions
-  (`invoke_agent`, `chat`, `execute_tool` spans): one repeats the same search, one does not;
+  (`invoke_agent`, `chat`, `execute_tool` spans): one repeats the same search, one does not
+  (and exports its steps a second time while it still runs, as an exporter retry would);
 - two LangChain agents traced by OpenInference's instrumentor (`openinference-instrumentation-
   langchain`), with LangChain's fake chat model and real `@tool` tools: one loops, one does not.
 
@@ -91,7 +92,7 @@ def search_backend(q):
     return json.dumps({"results": [f"{q} overview"]})
 
 
-def genai_agent(name, queries):
+def genai_agent(name, queries, retry_export=False):
     with tracer.start_as_current_span(f"invoke_agent {name}") as root:
         root.set_attribute("gen_ai.operation.name", "invoke_agent")
         root.set_attribute("gen_ai.agent.name", name)
@@ -107,12 +108,22 @@ def genai_agent(name, queries):
                 tool.set_attribute("gen_ai.tool.call.arguments", json.dumps({"q": q}))
                 tool.set_attribute("gen_ai.tool.call.result", search_backend(q))
                 tool.set_status(Status(StatusCode.OK))
+        if retry_export:
+            # An exporter retry while the run is still open: every step so far arrives twice.
+            provider.force_flush()
+            tid = root.get_span_context().trace_id
+            children = [s for s in kept.get_finished_spans() if s.context.trace_id == tid]
+            again = OTLPSpanExporter(endpoint=ENDPOINT, compression=Compression.Gzip)
+            report[f"{name}_reexported"] = len(children)
+            report[f"{name}_reexport_result"] = again.export(children).name
         return trace_id(root)
 
 
 report["genai_looping"] = genai_agent("researcher", ["eddy loop detection"] * 8)
 report["genai_healthy"] = genai_agent(
-    "planner", ["flights to Lisbon", "hotels in Alfama", "weather in Lisbon in May"]
+    "planner",
+    ["flights to Lisbon", "hotels in Alfama", "weather in Lisbon in May"],
+    retry_export=True,
 )
 
 # --- LangChain, traced by OpenInference ----------------------------------------------------

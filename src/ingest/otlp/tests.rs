@@ -429,3 +429,102 @@ fn errors_answer_as_a_collector_does() {
     let r = OtlpError::Busy("full".into()).response(Encoding::Json);
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
 }
+
+/// The router with a publisher stand-in that acknowledges every message and hands it over.
+fn receiver(keys: &[(&str, &str)]) -> (Router, mpsc::Receiver<Job>) {
+    let mut cfg = Config::default();
+    for (k, p) in keys {
+        cfg.ingest_api_keys.insert(k.to_string(), p.to_string());
+    }
+    let (tx, rx) = mpsc::channel(64);
+    let r = router(Arc::new(Receiver {
+        keys: crate::ingest::key_table(&cfg).unwrap(),
+        default_project: "d".into(),
+        jobs: tx,
+    }));
+    (r, rx)
+}
+
+async fn post(
+    r: &Router,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (StatusCode, axum::body::Bytes) {
+    use tower::ServiceExt;
+    let mut req = axum::http::Request::post("/v1/traces");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = r
+        .clone()
+        .oneshot(req.body(Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    (
+        status,
+        axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_configured_key_is_required_and_names_the_project() {
+    let (r, mut published) = receiver(&[("kw_SECRET", "keyed")]);
+    let body = request(Some("res-proj"), vec![tool(2, T0, "{}")]).encode_to_vec();
+    let pb = ("content-type", "application/x-protobuf");
+    let (status, _) = post(&r, &[pb], body.clone()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = post(
+        &r,
+        &[pb, ("authorization", "Bearer kw_WRONG")],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let ack = tokio::spawn(async move {
+        let job = published.recv().await.expect("one event published");
+        let _ = job.done.send(Ok(()));
+        job.payload
+    });
+    let (status, resp) = post(&r, &[pb, ("authorization", "Bearer kw_SECRET")], body).await;
+    assert_eq!(status, StatusCode::OK);
+    let resp = ExportTraceServiceResponse::decode(resp).unwrap();
+    assert_eq!(resp.partial_success, None);
+    let payload = ack.await.unwrap();
+    assert_eq!(decode_v1(&payload).unwrap().key().project_id, "keyed");
+}
+
+#[tokio::test]
+async fn bad_requests_get_a_status_in_their_own_encoding() {
+    let (r, _published) = receiver(&[]);
+    let (status, body) = post(
+        &r,
+        &[("content-type", "application/x-protobuf")],
+        b"\xff\xff".to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let st = super::error::RpcStatus::decode(body).unwrap();
+    assert_eq!(st.code, 3);
+    assert!(st.message.contains("protobuf body"), "{}", st.message);
+    let (status, _) = post(&r, &[("content-type", "text/plain")], b"x".to_vec()).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let big = vec![b' '; MAX_BODY_BYTES + 1];
+    let (status, _) = post(&r, &[("content-type", "application/json")], big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    // Only rejected spans: nothing to publish, 200 with partial_success.
+    let mut bad = tool(2, T0, "{}");
+    bad.trace_id = vec![0; 16];
+    let (status, body) = post(
+        &r,
+        &[("content-type", "application/json")],
+        serde_json::to_vec(&request(None, vec![bad])).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    // A number: OTLP/JSON readers (protobuf's JSON mapping) take int64 as number or string.
+    assert_eq!(v["partialSuccess"]["rejectedSpans"], 1, "{v}");
+}

@@ -109,6 +109,8 @@ pub struct Config {
     pub progress_interval_s: u64,
     /// `eddy ingest-http` (keelwave-compatible ingest API) listens here.
     pub ingest_addr: String,
+    /// `eddy ui` (the read-only loop explorer over ClickHouse) listens here.
+    pub ui_addr: String,
     /// `eddy ingest-http` API keys (`kw_...`) → project id. The keys are secrets: never logged,
     /// masked in `redacted()`.
     pub ingest_api_keys: BTreeMap<String, String>,
@@ -184,6 +186,7 @@ impl Default for Config {
             revoke_drain_ms: 15_000,
             progress_interval_s: 10,
             ingest_addr: "127.0.0.1:8080".into(),
+            ui_addr: "127.0.0.1:8090".into(),
             ingest_api_keys: BTreeMap::new(),
             ingest_admin_addr: None,
             otlp_addr: "127.0.0.1:4318".into(),

@@ -1,11 +1,15 @@
 //! `eddy eval DIR`: precision / recall / F1 of the detectors on a labeled corpus.
 //!
 //! `DIR` holds v1 events as JSONL (`*.jsonl`, any number of files, runs interleaved) and
-//! `labels.jsonl`, one object per run: `{"run_id", "looping", "kind", "loop_start"}` where
-//! `kind` names the detector expected to catch it and `loop_start` is the step_index where the
-//! repetition begins. Each events file is replayed through the engine exactly as `eddy replay`
-//! does (one partition). A run counts as *detected* when any `alert` or `stop` fired for it
-//! (strict, the product's definition); the lenient line also counts `warn`.
+//! `labels.jsonl`, one object per run: `{"run_id", "looping", "kind", "loop_start",
+//! "evident_at"}` where `kind` names the detector expected to catch it, `loop_start` is the
+//! step_index where the repetition begins and `evident_at` the step at which a careful reviewer
+//! would first call the run a loop. Each events file is replayed through the engine exactly as
+//! `eddy replay` does (one partition). A run counts as *detected* when any `alert` or `stop`
+//! fired for it (strict, the product's definition); the lenient line also counts `warn`. A
+//! detection is *on time* when its first alert or stop falls from [`EARLY`] step before to
+//! [`LATE`] steps after `evident_at`: an out-of-process guard that waits longer lets the agent
+//! spend more calls than the in-process guards do.
 use crate::contract::{OutputEvent, Severity};
 use crate::engine::EngineConfig;
 use crate::replay::replay_to_vec;
@@ -42,6 +46,28 @@ pub struct Label {
     pub kind: Option<String>,
     #[serde(default)]
     pub loop_start: Option<u64>,
+    #[serde(default)]
+    pub evident_at: Option<u64>,
+}
+
+/// How many steps before `evident_at` a first verdict still counts as on time.
+pub const EARLY: u64 = 1;
+/// How many steps after `evident_at` a first verdict still counts as on time.
+pub const LATE: u64 = 2;
+
+/// Whether a first verdict at `caught` is on time for a loop evident at `evident`.
+pub fn on_time(caught: u64, evident: u64) -> bool {
+    caught + EARLY >= evident && caught <= evident + LATE
+}
+
+/// Per loop kind: looping runs, caught, caught on time, and runs whose label says when the
+/// loop became evident (the denominator of the on-time rate).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct KindRow {
+    pub runs: usize,
+    pub caught: usize,
+    pub on_time: usize,
+    pub timed: usize,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -113,6 +139,7 @@ pub struct RunResult {
     pub looping: bool,
     pub kind: String,
     pub loop_start: Option<u64>,
+    pub evident_at: Option<u64>,
     /// First step at which an alert or stop fired.
     pub caught_at: Option<u64>,
     pub warned: bool,
@@ -126,8 +153,7 @@ pub struct EvalReport {
     pub pooled: Score,
     pub lenient: Score,
     pub detectors: Vec<DetectorRow>,
-    /// Kind → (looping runs, caught).
-    pub kinds: BTreeMap<String, (usize, usize)>,
+    pub kinds: BTreeMap<String, KindRow>,
     /// Over caught looping runs: first alert step minus the labeled loop start (min 0).
     pub mean_steps_to_detection: Option<f64>,
     /// Over caught looping runs: |reported loop_step_index − labeled loop start|.
@@ -207,7 +233,7 @@ pub fn evaluate(dir: &Path, cfg: Arc<EngineConfig>) -> Result<EvalReport, EvalEr
     let mut runs = Vec::new();
     let mut pooled = Score::default();
     let mut lenient = Score::default();
-    let mut kinds: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut kinds: BTreeMap<String, KindRow> = BTreeMap::new();
     let mut det: BTreeMap<String, (usize, usize, usize, Vec<f64>)> = BTreeMap::new();
     let mut own_kind: BTreeMap<String, usize> = BTreeMap::new();
     let mut delays = Vec::new();
@@ -239,16 +265,22 @@ pub fn evaluate(dir: &Path, cfg: Arc<EngineConfig>) -> Result<EvalReport, EvalEr
         }
         if l.looping {
             let e = kinds.entry(kind.clone()).or_default();
-            e.0 += 1;
+            e.runs += 1;
             *own_kind.entry(kind.clone()).or_default() += 1;
+            if let Some(at) = l.evident_at {
+                e.timed += 1;
+                if caught_at.is_some_and(|c| on_time(c, at)) {
+                    e.on_time += 1;
+                }
+            }
             if let (Some(c), Some(s)) = (caught_at, l.loop_start) {
-                e.1 += 1;
+                e.caught += 1;
                 delays.push(c.saturating_sub(s) as f64);
                 if let Some(r) = reported {
                     start_err.push((r as f64 - s as f64).abs());
                 }
             } else if caught_at.is_some() {
-                e.1 += 1;
+                e.caught += 1;
             }
         }
         for d in &detectors {
@@ -271,6 +303,7 @@ pub fn evaluate(dir: &Path, cfg: Arc<EngineConfig>) -> Result<EvalReport, EvalEr
             looping: l.looping,
             kind,
             loop_start: l.loop_start,
+            evident_at: l.evident_at,
             caught_at,
             warned,
             detectors,
@@ -303,11 +336,26 @@ pub fn evaluate(dir: &Path, cfg: Arc<EngineConfig>) -> Result<EvalReport, EvalEr
     })
 }
 
+fn on_time_cell(on: usize, timed: usize) -> String {
+    if timed == 0 {
+        "-".to_string()
+    } else {
+        format!("{on}/{timed} ({:.2})", ratio(on, timed))
+    }
+}
+
 fn opt(x: Option<f64>) -> String {
     x.map_or("-".to_string(), |v| format!("{v:.1}"))
 }
 
 impl EvalReport {
+    /// Over looping runs whose label says when the loop became evident: (on time, such runs).
+    pub fn on_time(&self) -> (usize, usize) {
+        self.kinds
+            .values()
+            .fold((0, 0), |(o, t), r| (o + r.on_time, t + r.timed))
+    }
+
     pub fn print<W: Write>(&self, w: &mut W) -> std::io::Result<()> {
         let looping = self.runs.iter().filter(|r| r.looping).count();
         writeln!(
@@ -366,12 +414,35 @@ impl EvalReport {
             l.f1()
         )?;
         writeln!(w)?;
-        writeln!(w, "| loop kind | runs | caught |")?;
-        writeln!(w, "|---|---|---|")?;
-        for (k, (n, c)) in &self.kinds {
-            writeln!(w, "| {k} | {n} | {c} |")?;
+        writeln!(
+            w,
+            "| loop kind | runs | caught | on time (-{EARLY}..+{LATE} steps of evident) |"
+        )?;
+        writeln!(w, "|---|---|---|---|")?;
+        for (k, r) in &self.kinds {
+            writeln!(
+                w,
+                "| {k} | {} | {} | {} |",
+                r.runs,
+                r.caught,
+                on_time_cell(r.on_time, r.timed)
+            )?;
         }
+        let (on, timed) = self.on_time();
+        writeln!(
+            w,
+            "| **all** | {} | {} | {} |",
+            self.pooled.tp + self.pooled.fn_,
+            self.pooled.tp,
+            on_time_cell(on, timed)
+        )?;
         writeln!(w)?;
+        writeln!(
+            w,
+            "healthy runs with an alert or stop: {} of {}",
+            self.pooled.fp,
+            self.pooled.fp + self.pooled.tn
+        )?;
         writeln!(
             w,
             "mean |loop_step_index - labeled start| on caught runs: {}",
@@ -387,6 +458,24 @@ impl EvalReport {
             .iter()
             .filter(|r| !r.looping && r.caught_at.is_some())
             .collect();
+        let late: Vec<&RunResult> = self
+            .runs
+            .iter()
+            .filter(|r| match (r.caught_at, r.evident_at) {
+                (Some(c), Some(e)) => r.looping && !on_time(c, e),
+                _ => false,
+            })
+            .collect();
+        for r in late {
+            writeln!(
+                w,
+                "not on time: {} ({}) caught at {}, evident at {}",
+                r.run_id,
+                r.kind,
+                r.caught_at.unwrap_or(0),
+                r.evident_at.unwrap_or(0)
+            )?;
+        }
         for r in misses {
             writeln!(
                 w,

@@ -143,6 +143,14 @@ enum Cmd {
         #[arg(long)]
         addr: Option<String>,
     },
+    /// Serve the read-only loop explorer (fleet, runs, live signals, search) over ClickHouse.
+    Ui {
+        #[command(flatten)]
+        common: Common,
+        /// Listen address (EDDY_UI_ADDR; default 127.0.0.1:8090).
+        #[arg(long)]
+        listen: Option<String>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -236,6 +244,16 @@ fn main() -> Result<()> {
             runtime()?.block_on(async {
                 let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
                 eddy::ingest::otlp::serve(cfg, eddy::worker::shutdown_on_signal(grace)).await
+            })?;
+            Ok(())
+        }
+        Cmd::Ui { common, listen } => {
+            let mut overrides = common.overrides();
+            overrides.extend(listen.map(|a| ("ui_addr", a)));
+            let cfg = Config::load(cli.config.as_deref(), &overrides)?;
+            runtime()?.block_on(async {
+                let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
+                eddy::ui::serve(cfg, eddy::worker::shutdown_on_signal(grace)).await
             })?;
             Ok(())
         }

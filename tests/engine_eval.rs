@@ -11,15 +11,20 @@ fn corpus_scores_above_floors() {
     // missed loops, or one false positive, when families are added, not for a regression
     // across a whole family. Runs regenerated with other seeds (`gen.py SEED DIR`) score the
     // same within one run.
-    // Caught early: OpenHands needs 4 identical pairs, Gemini CLI 5 consecutive calls.
+    // Caught early: OpenHands needs 4 identical pairs, Gemini CLI 5 consecutive calls. On
+    // time: the first alert or stop within one step before to two after the step the labels
+    // call evident, for nine loops in ten (an out-of-process guard that waits longer lets the
+    // agent spend calls the in-process guards would have saved); a family that slipped would
+    // take more than that.
     score(
         "corpus",
         &Floors {
-            min_runs: 60,
+            min_runs: 100,
             precision: 0.95,
             recall: 0.90,
             f1: 0.92,
             max_delay: 8.0,
+            on_time: 0.9,
         },
     );
 }

@@ -21,15 +21,18 @@ fn heldout_corpus_scores_above_floors() {
     // but would fail on a regression across a whole family of traces. Precision is held
     // tighter than recall because flagging healthy repetition is what users of every peer
     // complain about most.
-    // Caught early: within about one loop round more than OpenHands' 4-pair rule on average.
+    // Caught early: within about one loop round more than OpenHands' 4-pair rule on average,
+    // and on time (from one step before to two after the labeled evident step) for nine loops
+    // in ten.
     let (report, text) = score(
         "corpus_heldout",
         &Floors {
-            min_runs: 80,
+            min_runs: 115,
             precision: 0.95,
             recall: 0.92,
             f1: 0.93,
             max_delay: 7.0,
+            on_time: 0.9,
         },
     );
     assert_eq!(report.unlabeled_runs, 0, "{text}");

@@ -46,8 +46,12 @@ fn every_injected_loop_is_caught_and_no_healthy_run_alerted() {
         .filter_map(|k| k.detector())
         .collect();
     assert_eq!(kinds, want, "{text}");
-    for (kind, (n, caught)) in &report.kinds {
-        assert_eq!(caught, n, "{kind}: {caught} of {n} caught\n{text}");
+    for (kind, r) in &report.kinds {
+        assert_eq!(
+            r.caught, r.runs,
+            "{kind}: {} of {} caught\n{text}",
+            r.caught, r.runs
+        );
     }
     // Caught by any detector is not enough: a regression in one could hide behind another
     // (no_progress corroborates most loops). Each loop's own detector must fire on it.

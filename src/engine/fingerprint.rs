@@ -3,10 +3,11 @@
 //! `raw` is keelwave's fingerprint of record (server formula): `sha256(tool_name || 0x00 ||
 //! raw tool_input bytes)`, the bytes exactly as they arrived, so `/loops` answers match keelwave.
 //!
-//! `canonical_input` / `canonical_output` are eddy's own: the JSON canonicalised RFC 8785 style
-//! (keys sorted at every depth, numbers normalised so `1.0 == 1`, strings re-escaped one way)
-//! after removing volatile keys and normalising volatile values. Two calls that differ only by
-//! key order, a request id or a timestamp get the same canonical fingerprint.
+//! `canonical_input` / `canonical_output` are eddy's own canonical JSON (keys sorted at every
+//! depth by UTF-8 bytes, numbers normalised so `1.0 == 1`, strings re-escaped one way) after
+//! removing volatile keys and normalising volatile values. It resembles RFC 8785 but is not it;
+//! docs/fingerprints.md defines it exactly, versioned, with test vectors. Two calls that differ
+//! only by key order, a request id or a timestamp get the same canonical fingerprint.
 use super::detectors::DetectorConfig;
 use super::json::{Json, Object};
 use super::text::normalize_volatile_cow;
@@ -114,6 +115,20 @@ impl Default for FingerprintConfig {
             "receipt",
             "cache_buster",
             "_t",
+            // Progress-tracking parameters that change on every call whatever the call does
+            // (Cline strips `task_progress` before comparing calls; agents add turn and
+            // attempt counters): the same call with a new counter is still the same call.
+            "task_progress",
+            "turn",
+            "turn_count",
+            "turn_number",
+            "turn_index",
+            "iteration",
+            "attempt",
+            "attempt_number",
+            "retry_count",
+            // Gymnasium's TimeLimit step counter, in RL observations: a counter, not a state.
+            "elapsed_steps",
         ];
         Self {
             volatile_keys: keys.iter().map(|s| s.to_string()).collect(),
@@ -592,8 +607,9 @@ fn normalize_number(n: &serde_json::Number) -> serde_json::Number {
     }
 }
 
-/// RFC 8785-style serialisation: object keys sorted by code point at every depth (a [`Json`]
-/// object holds them so), no whitespace, strings escaped the way serde_json does.
+/// eddy's canonical serialisation (docs/fingerprints.md): object keys sorted by UTF-8 bytes at
+/// every depth (a [`Json`] object holds them so), no whitespace, strings escaped the way
+/// serde_json does.
 pub fn write_canonical(v: &Json<'_>, out: &mut String) {
     match v {
         Json::Object(m) => {

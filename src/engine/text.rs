@@ -973,6 +973,13 @@ pub fn key64(domain: &str, parts: &[&[u8]]) -> u64 {
 
 /// Collapse whitespace, lowercase and normalise volatile values: the comparison form of a
 /// message or error text.
+/// Whether `hay` contains `needle` (ASCII lowercase), ignoring ASCII case, without a
+/// lowercased copy: step types and error texts are read on every step.
+pub fn contains_ci(hay: &str, needle: &str) -> bool {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
+}
+
 pub fn normalize_message(s: &str) -> String {
     let v = normalize_volatile_cow(s);
     if v.is_ascii() {
@@ -1532,6 +1539,20 @@ mod tests {
         }
         out.push_str(&s[last..]);
         out
+    }
+
+    proptest::proptest! {
+        /// The copy-free test agrees with lowercasing the text and searching it.
+        #[test]
+        fn contains_ci_agrees_with_lowercasing(
+            hay in "[a-zA-Z _\u{e9}]{0,24}",
+            needle in "[a-z _]{0,4}",
+        ) {
+            proptest::prop_assert_eq!(
+                contains_ci(&hay, &needle),
+                hay.to_ascii_lowercase().contains(&needle)
+            );
+        }
     }
 
     proptest::proptest! {

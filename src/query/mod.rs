@@ -203,7 +203,7 @@ pub fn literal(name: &str, ty: &str, value: &str) -> Result<String, QueryError> 
 }
 
 /// RFC 3339, `YYYY-MM-DD hh:mm:ss` (UTC), or epoch seconds.
-fn parse_datetime(v: &str) -> Option<i64> {
+pub fn parse_datetime(v: &str) -> Option<i64> {
     let v = v.trim();
     if let Ok(n) = v.parse::<i64>() {
         return Some(n);
@@ -301,8 +301,13 @@ pub async fn run(
     let version: String = client.query("SELECT version()").fetch_one().await?;
     let sql = sql_for(name, &version)?;
     let bound = bind(name, sql, values)?;
+    fetch_tsv(client, &bound).await
+}
+
+/// Run SQL whose values are already literals (see [`literal`]) and read every cell as text.
+pub async fn fetch_tsv(client: &clickhouse::Client, sql: &str) -> Result<Table, QueryError> {
     // `?` is the crate's own bind marker; our SQL never needs it, so escape any literal one.
-    let text = format!("{} FORMAT TabSeparatedWithNames", bound.replace('?', "??"));
+    let text = format!("{} FORMAT TabSeparatedWithNames", sql.replace('?', "??"));
     let bytes = client
         .query(&text)
         .fetch_bytes("TabSeparatedWithNames")?

@@ -258,3 +258,7 @@ pub fn push_output(batch: &mut super::Batch, o: &OutputEvent, src: Source) {
         OutputEvent::RunTerminated(t) => batch.runs.push(RunRow::new(t, src)),
     }
 }
+
+#[cfg(test)]
+#[path = "rows_tests.rs"]
+mod tests;

@@ -69,6 +69,37 @@ pub struct Assignment {
     pub wake: Arc<tokio::sync::Notify>,
 }
 
+impl Assignment {
+    /// Partitions assigned. Under cooperative-sticky these are increments, not the whole
+    /// assignment.
+    fn on_assign(&mut self, parts: &[i32]) {
+        self.assigned.extend(parts.iter().copied());
+    }
+
+    /// Partitions revoked (`tpl` lists them for librdkafka). They wait for the worker to drain
+    /// them when the revoke allows it (cooperative and not lost) and the worker is running:
+    /// then true, and the worker hands them back itself. Otherwise they count as gone at once.
+    fn on_revoke(&mut self, parts: &[i32], tpl: &TopicPartitionList, drainable: bool) -> bool {
+        for p in parts {
+            self.assigned.remove(p);
+        }
+        if !(drainable && self.defer_revokes) {
+            self.revoked.extend(parts.iter().copied());
+            return false;
+        }
+        match &mut self.draining {
+            Some(pending) => {
+                for e in tpl.elements() {
+                    pending.add_partition(e.topic(), e.partition());
+                }
+            }
+            None => self.draining = Some(tpl.clone()),
+        }
+        self.wake.notify_one();
+        true
+    }
+}
+
 pub struct RebalanceContext {
     topic: String,
     pub state: Arc<Mutex<Assignment>>,
@@ -105,8 +136,7 @@ impl ConsumerContext for RebalanceContext {
         };
         let res = match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
-                // Cooperative-sticky: these lists are increments, not the whole assignment.
-                st.assigned.extend(parts.iter().copied());
+                st.on_assign(&parts);
                 tracing::info!(partitions = ?parts, "partitions assigned");
                 if cooperative {
                     c.incremental_assign(tpl)
@@ -115,25 +145,12 @@ impl ConsumerContext for RebalanceContext {
                 }
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
-                for p in &parts {
-                    st.assigned.remove(p);
-                }
                 let lost = c.assignment_lost();
-                if cooperative && !lost && st.defer_revokes {
+                if st.on_revoke(&parts, tpl, cooperative && !lost) {
                     tracing::info!(partitions = ?parts, "partitions revoked: draining them first");
-                    match &mut st.draining {
-                        Some(pending) => {
-                            for e in tpl.elements() {
-                                pending.add_partition(e.topic(), e.partition());
-                            }
-                        }
-                        None => st.draining = Some(tpl.clone()),
-                    }
-                    st.wake.notify_one();
                     Ok(())
                 } else {
                     tracing::info!(partitions = ?parts, lost, "partitions revoked");
-                    st.revoked.extend(parts.iter().copied());
                     if cooperative {
                         c.incremental_unassign(tpl)
                     } else {
@@ -190,15 +207,7 @@ struct ConnectProbe {
 impl ClientContext for ConnectProbe {
     fn error(&self, error: KafkaError, reason: &str) {
         let code = error.rdkafka_error_code();
-        // A TLS failure is final when the certificate does not verify; a handshake cut short
-        // (a broker restarting) is retried like any transport error.
-        let lower = reason.to_ascii_lowercase();
-        let refused = match code {
-            Some(RDKafkaErrorCode::Authentication) => true,
-            Some(RDKafkaErrorCode::SSL) => lower.contains("certificate") || lower.contains("verif"),
-            _ => false,
-        };
-        if let (true, Some(code)) = (refused, code) {
+        if let (true, Some(code)) = (is_refusal(code, reason), code) {
             if let Ok(mut slot) = self.refused.lock() {
                 slot.get_or_insert_with(|| (code, reason.to_string()));
             }
@@ -208,6 +217,18 @@ impl ClientContext for ConnectProbe {
 }
 
 impl ConsumerContext for ConnectProbe {}
+
+/// Whether a connection error is one no retry fixes. A TLS failure is final when the
+/// certificate does not verify; a handshake cut short (a broker restarting) is retried like
+/// any transport error.
+fn is_refusal(code: Option<RDKafkaErrorCode>, reason: &str) -> bool {
+    let lower = reason.to_ascii_lowercase();
+    match code {
+        Some(RDKafkaErrorCode::Authentication) => true,
+        Some(RDKafkaErrorCode::SSL) => lower.contains("certificate") || lower.contains("verif"),
+        _ => false,
+    }
+}
 
 /// How long start-up waits for the brokers' metadata before letting topic creation report
 /// whatever is wrong; a refusal (bad credentials or certificate) ends the wait at once.
@@ -364,3 +385,6 @@ fn partition_count(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

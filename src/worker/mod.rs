@@ -5,17 +5,19 @@
 //! row derived from the messages before it, (2) the broker acknowledged every output event and
 //! dead letter they caused, and (3) the changelog holds the run state covering them. See
 //! DESIGN.md for the invariants and what each failure does.
+mod flush;
 mod partition;
+mod seams;
 
 use crate::admin::{self, Health};
 use crate::config::Config;
 use crate::contract::RunKey;
 use crate::emit::{EmitError, Emitter};
-use crate::sink::{Batch, ClickHouseSink, SinkError};
+use crate::sink::{ClickHouseSink, SinkError};
 use crate::source::{self, SourceError};
 use futures::FutureExt;
 use partition::Counters;
-use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::HashMap;
@@ -433,7 +435,7 @@ impl Coordinator {
         r: Result<Result<(), WorkerError>, JoinError>,
     ) -> Result<(), WorkerError> {
         match self.check(r) {
-            Err(WorkerError::Emit(e @ EmitError::Abortable(_))) => {
+            Err(e) if needs_rewind(&e) => {
                 tracing::warn!(error = %e, "rewinding to the last commit");
                 self.rewind().await
             }
@@ -470,7 +472,7 @@ impl Coordinator {
             tokio::time::timeout(Duration::from_millis(drain_ms), self.flush_all(shutdown)).await;
         match drained {
             Ok(Ok(())) => {}
-            Ok(Err(WorkerError::Emit(e @ EmitError::Abortable(_)))) => {
+            Ok(Err(e)) if needs_rewind(&e) => {
                 tracing::warn!(error = %e, "rewinding to the last commit");
                 self.rewind().await?;
             }
@@ -569,111 +571,31 @@ struct Flusher {
 }
 
 impl Flusher {
-    /// One flush cycle, in the order the commit rule needs.
+    /// One flush cycle on the real ClickHouse and Kafka (see `flush`).
     async fn flush(
         &self,
-        mut epochs: Vec<partition::Epoch>,
+        epochs: Vec<partition::Epoch>,
         shutdown: &CancellationToken,
     ) -> Result<(), WorkerError> {
-        let started = Instant::now();
         let mut emitter = self.emitter.lock().await;
-        let mut batches = Vec::with_capacity(epochs.len());
-        for e in &mut epochs {
-            batches.push(std::mem::take(&mut e.batch));
-            emitter.absorb(std::mem::take(&mut e.outbox))?;
-        }
-        let count = |f: fn(&Batch) -> usize| batches.iter().map(f).sum::<usize>();
-        let rows = [
-            ("steps", count(|b| b.steps.len())),
-            ("signals", count(|b| b.signals.len())),
-            ("runs", count(|b| b.runs.len())),
-            ("rollup_minute", count(|b| b.rollups.len())),
-        ];
-        // 1. ClickHouse: retried with capped, jittered back-off; a transient outage only grows lag.
-        let mut delay = Duration::from_millis(200);
-        loop {
-            let t = Instant::now();
-            match self.sink.insert_all(&batches).await {
-                Ok(()) => {
-                    self.health.set_clickhouse_ok(true);
-                    metrics::histogram!("eddy_clickhouse_insert_seconds")
-                        .record(t.elapsed().as_secs_f64());
-                    for (table, n) in rows {
-                        metrics::counter!("eddy_clickhouse_rows_total", "table" => table)
-                            .increment(n as u64);
-                    }
-                    break;
-                }
-                Err(e) if !shutdown.is_cancelled() => {
-                    self.health.set_clickhouse_ok(false);
-                    metrics::counter!("eddy_clickhouse_insert_errors_total").increment(1);
-                    tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "ClickHouse insert failed; retrying");
-                    let jitter = rand::random::<u64>() % (delay.as_millis() as u64 / 2 + 1);
-                    tokio::time::sleep(delay + Duration::from_millis(jitter)).await;
-                    delay = (delay * 2).min(Duration::from_secs(10));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        drop(batches);
-        let inserted = started.elapsed();
-        // 2. at_least_once: output events and dead letters acknowledged before the changelog
-        // says they are done (a restore skips what the changelog covers).
-        if !emitter.is_transactional() {
-            emitter.flush().await?;
-        }
-        let acked = started.elapsed();
-        // 3. Changelog: one record per changed run, then the partition's meta record last.
-        let mut tpl = TopicPartitionList::new();
-        let mut changelog_bytes = 0usize;
-        for e in &epochs {
-            let Some(next) = e.next_offset else {
-                continue;
-            };
-            for (key, value) in &e.changelog {
-                changelog_bytes += key.len() + value.as_ref().map_or(0, Vec::len);
-                emitter.send_changelog(
-                    &self.changelog_topic,
-                    e.partition,
-                    key,
-                    value.as_deref(),
-                )?;
-            }
-            tpl.add_partition_offset(&self.cfg.input_topic, e.partition, Offset::Offset(next))
-                .map_err(WorkerError::Commit)?;
-        }
-        if emitter.is_transactional() {
-            // 4. Outputs, dead letters, changelog and offsets commit atomically (KIP-447).
-            tokio::task::block_in_place(|| emitter.commit_transaction(&tpl, &*self.consumer))?;
-            metrics::counter!("eddy_commits_total", "result" => "transaction").increment(1);
-            metrics::histogram!("eddy_flush_seconds").record(started.elapsed().as_secs_f64());
-            return Ok(());
-        }
-        emitter.flush().await?;
-        // 4. Only now the offsets. A commit refused because the group is rebalancing (illegal
-        // generation, unknown member, rebalance in progress) loses nothing: everything below
-        // these offsets is already durable, the changelog says where the state stands, and
-        // whoever owns the partition next re-reads at most this batch. So it is logged, never
-        // fatal.
-        if tpl.count() > 0 {
-            let consumer = &self.consumer;
-            match tokio::task::block_in_place(|| consumer.commit(&tpl, CommitMode::Sync)) {
-                Ok(()) => metrics::counter!("eddy_commits_total", "result" => "ok").increment(1),
-                Err(e) => {
-                    metrics::counter!("eddy_commits_total", "result" => "refused").increment(1);
-                    tracing::warn!(error = %e, "offset commit refused; the next commit or owner covers it");
-                }
-            }
-        }
-        metrics::histogram!("eddy_flush_seconds").record(started.elapsed().as_secs_f64());
-        tracing::debug!(
-            rows = ?rows,
-            changelog_bytes,
-            insert_ms = inserted.as_millis() as u64,
-            outputs_acked_ms = acked.as_millis() as u64,
-            total_ms = started.elapsed().as_millis() as u64,
-            "flushed"
-        );
-        Ok(())
+        let mut kafka = seams::KafkaIo {
+            emitter: &mut emitter,
+            consumer: &self.consumer,
+            changelog_topic: &self.changelog_topic,
+        };
+        let io = flush::Io {
+            rows: &self.sink,
+            kafka: &mut kafka,
+            input_topic: &self.cfg.input_topic,
+            health: &self.health,
+            retry: flush::Retry::default(),
+        };
+        flush::flush(io, epochs, shutdown).await.map(drop)
     }
+}
+
+/// Whether a failed flush is survived by going back to the last commit: an abortable
+/// transaction error. Anything else ends the worker (its restart resumes from the last commit).
+fn needs_rewind(e: &WorkerError) -> bool {
+    matches!(e, WorkerError::Emit(EmitError::Abortable(_)))
 }

@@ -59,8 +59,9 @@ pub enum Cmd {
 }
 
 /// What one partition produced between two barriers, ready to be made durable in the order of
-/// the commit rule: rows, then changelog, then deliveries, then the offset.
-pub struct Epoch {
+/// the commit rule: rows, then deliveries, then changelog, then the offset. `O` is what the
+/// task sent to Kafka (generic so the flush can be tested on fakes).
+pub struct Epoch<O = Outbox> {
     pub partition: i32,
     /// One past the last message applied; `None` if nothing was applied.
     pub next_offset: Option<i64>,
@@ -68,7 +69,7 @@ pub struct Epoch {
     /// Changelog records (key, value or tombstone) of the runs changed, then the meta record.
     /// Encoded at the barrier, so they describe the state exactly at `next_offset`.
     pub changelog: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    pub outbox: Outbox,
+    pub outbox: O,
     pub open_runs: usize,
 }
 

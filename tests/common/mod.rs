@@ -4,6 +4,7 @@
 //! which `scripts/test` and `.ci/run` call). Without them, and with a Docker engine answering,
 //! testcontainers starts both. Otherwise the test fails with instructions: never a silent skip.
 #![allow(dead_code)]
+pub mod python_agent;
 use eddy::config::Config;
 use eddy::contract::OutputEvent;
 use rdkafka::config::ClientConfig;

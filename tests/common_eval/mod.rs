@@ -13,6 +13,8 @@ pub struct Floors {
     pub f1: f64,
     /// Mean steps from the start of a loop to its detection.
     pub max_delay: f64,
+    /// Share of labeled loops whose first alert or stop is on time (`eddy::eval::on_time`).
+    pub on_time: f64,
 }
 
 /// Scores `tests/<corpus>` with the default configuration, prints the report and checks the
@@ -46,8 +48,17 @@ pub fn score(corpus: &str, floors: &Floors) -> (EvalReport, String) {
         delay <= floors.max_delay,
         "mean steps to detection {delay:.1}\n{text}"
     );
-    for (kind, (n, caught)) in &report.kinds {
-        assert!(*caught > 0, "no {kind} loop caught out of {n}\n{text}");
+    let (on, timed) = report.on_time();
+    assert!(
+        timed > 0 && on as f64 >= floors.on_time * timed as f64,
+        "on time {on} of {timed}\n{text}"
+    );
+    for (kind, r) in &report.kinds {
+        assert!(
+            r.caught > 0,
+            "no {kind} loop caught out of {}\n{text}",
+            r.runs
+        );
     }
     (report, text)
 }

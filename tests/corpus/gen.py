@@ -4,12 +4,16 @@
 Deterministic (fixed seed, stdlib only):  python3 tests/corpus/gen.py
 A held-out variant for checking generalisation: python3 tests/corpus/gen.py SEED OUTDIR
 Writes tests/corpus/events.jsonl (all runs interleaved by event time, as a worker would see
-them) and tests/corpus/labels.jsonl (one line per run: run_id, looping, kind, loop_start).
+them) and tests/corpus/labels.jsonl (one line per run: run_id, looping, kind, loop_start,
+evident_at).
 
 `loop_start` is the step_index where the repetition begins (the first step of the first
-repeated round), `null` for healthy runs. Every scenario family has several variants with
-different tools, payload shapes, lengths and noise, so no threshold can be fitted to a single
-trace.
+repeated round), `null` for healthy runs. `evident_at` is the step at which a careful reviewer
+would first call the run a loop (the third identical call with an identical result, the second
+identical permanent failure, the first retryable failure past a five-attempt retry budget, the
+last step of a cycle's second round, the chanting message itself). Every scenario family has
+several variants with different tools, payload shapes, lengths and noise, so no threshold can
+be fitted to a single trace.
 """
 import json
 import random
@@ -56,6 +60,7 @@ class Run:
         self.looping = looping
         self.kind = kind
         self.loop_start = None
+        self.evident_at = None
         self.t = T0 + timedelta(seconds=R.randrange(0, 3600))
         self.i = 0
         self.ctx = R.randrange(2000, 6000)
@@ -71,6 +76,11 @@ class Run:
         ev.update(body)
         self.events.append((self.t, len(self.events), ev))
 
+    def evident(self):
+        """The next step is where a careful reviewer would first call the run a loop."""
+        if self.evident_at is None:
+            self.evident_at = self.i + 1
+
     def mark(self):
         """The next step is where the loop begins."""
         if self.loop_start is None:
@@ -80,7 +90,7 @@ class Run:
              agent=None, caller=None, gap=None, grow=None):
         self.i += 1
         self.t += timedelta(milliseconds=gap if gap is not None else R.randrange(300, 4000))
-        self.ctx += grow if grow is not None else R.randrange(200, 1500)
+        self.ctx = max(1000, self.ctx + (grow if grow is not None else R.randrange(200, 1500)))
         body = {"kind": "step", "step_index": self.i, "step_type": step_type}
         if content is not None:
             body["content"] = content
@@ -330,6 +340,8 @@ def l_exact(v):
     ][v % 3]
     r.mark()
     for k in range(R.randrange(6, 12)):
+        if k == 2:
+            r.evident()
         r.step(tool=tool, inp=inp, out=out, ok=True)
         if v == 1 and k % 2 == 0:
             r.think("The settings still do not show the worker count I expected.")
@@ -341,6 +353,8 @@ def l_volatile(v):
     productive(r, R.randrange(2, 20))
     r.mark()
     for k in range(R.randrange(6, 10)):
+        if k == 2:
+            r.evident()
         if v % 3 == 0:
             inp = {"service": "billing", "request_id": rid(), "ts": iso(r.t)}
             out = {"status": "degraded", "checked": iso(r.t), "trace": hexid(32)}
@@ -362,6 +376,8 @@ def l_keyorder(v):
     productive(r, R.randrange(3, 15))
     r.mark()
     for k in range(R.randrange(6, 10)):
+        if k == 2:
+            r.evident()
         inp = shuffled({"table": "events", "filters": shuffled({"type": "signup", "day": "2026-03-01"}), "limit": R.choice([100, 100.0])})
         r.step(tool="query_table", inp=inp, out=shuffled({"rows": [], "total": 0}), ok=True)
     return r.finish()
@@ -378,6 +394,8 @@ def l_paraphrase(v):
     tool = ["web_search", "web_search", "grep_code"][v % 3]
     r.mark()
     for k, q in enumerate(variants[: R.randrange(4, 7)]):
+        if k == 2:
+            r.evident()
         if tool == "grep_code":
             r.step(tool=tool, inp={"pattern": q, "path": "."}, out="No matches found.", ok=True)
         else:
@@ -397,6 +415,8 @@ def l_permanent(v):
     ][v % 3]
     r.mark()
     for k in range(R.randrange(3, 7)):
+        if k == 1:
+            r.evident()
         r.step(tool=tool, inp=inp, out=out, ok=False if v != 0 else None)
         r.think(f"That failed, trying again ({k}).")
     return r.finish(status="failed")
@@ -408,6 +428,8 @@ def l_retry_forever(v):
     url = "https://payments.example.com/v2/charges"
     r.mark()
     for k in range(R.randrange(9, 15)):
+        if k == 5:
+            r.evident()
         out = {"error": "429 Too Many Requests", "retry_after": 1, "trace_id": hexid()} if v == 0 else {"error": "upstream request timeout", "code": 504}
         r.step(tool="http_post", inp={"url": url, "body": {"amount": 100}, "idempotency_key": rid()}, out=out, ok=False)
         if v == 1:
@@ -420,6 +442,8 @@ def l_varying_error(v):
     productive(r, R.randrange(2, 12))
     r.mark()
     for k in range(R.randrange(4, 8)):
+        if k == 2:
+            r.evident()
         if v == 0:
             r.step(tool="kubectl", inp={"args": ["get", R.choice(["pods", "svc", "deploy", "cm", "secrets"]), "-n", f"ns{k}"]}, out={"stderr": "Error from server (Forbidden): User cannot list resource in namespace", "exit_code": 1}, ok=False)
         else:
@@ -447,7 +471,9 @@ def l_cycle(v):
     ][v % 4]
     r.mark()
     for rd in range(R.randrange(3, 5)):
-        for tool, inp, out, ok in legs:
+        for j, (tool, inp, out, ok) in enumerate(legs):
+            if rd == 1 and j == len(legs) - 1:
+                r.evident()
             r.step(tool=tool, inp=shuffled(inp), out=out, ok=ok)
     return r.finish()
 
@@ -462,6 +488,8 @@ def l_handoff(v):
     r.mark()
     for rd in range(R.randrange(3, 5)):
         for i, a in enumerate(agents):
+            if rd == 1 and i == len(agents) - 1:
+                r.evident()
             text = msgs[a] if rd % 2 == 0 or len(msgs[a]) > 200 else msgs[a].replace(":", " -", 1)
             if a == "researcher":
                 r.step(tool="web_search", inp={"q": "acme churn drivers"}, out={"results": []}, ok=True, agent=a, caller=agents[i - 1])
@@ -477,14 +505,19 @@ def l_content(v):
     if v == 0:
         r.mark()
         for k in range(R.randrange(4, 6)):
+            if k == 2:
+                r.evident()
             r.think("I need to verify the migration before proceeding. Let me review the schema changes once more.")
     elif v == 1:
         r.mark()
         for k in range(R.randrange(4, 6)):
+            if k == 2:
+                r.evident()
             r.step("think", content="   ")
     else:
         r.mark()
         chunk = "I will now carefully re-check every step of the deployment plan. "
+        r.evident()
         r.step("think", content="Plan:\n" + chunk * 30)
         r.step("think", content=chunk * 25)
     return r.finish()
@@ -497,6 +530,8 @@ def l_poll_stuck(v):
     r.step(tool="deploy", inp={"env": "prod"}, out={"deployment": jid}, ok=True)
     r.mark()
     for k in range(R.randrange(26, 36)):
+        if k == 19:
+            r.evident()
         r.step(tool="get_deployment_status", inp={"id": jid}, out={"state": "pending", "reason": "ImagePullBackOff", "observed_at": iso(r.t)}, ok=True, gap=R.randrange(1000, 3000))
     return r.finish(reason="timeout")
 
@@ -508,6 +543,8 @@ def l_edit_loop(v):
     body = f"export const limit = {R.randrange(10, 99)};\n"
     r.mark()
     for k in range(R.randrange(3, 6)):
+        if k == 2:
+            r.evident()
         r.step(tool="str_replace", inp={"path": path, "old_str": "export const limit = 5;", "new_str": "export const limit = 10;"}, out="Error: old_string not found in file. Read the file first.", ok=False)
         r.step(tool="read_file", inp={"path": path}, out={"content": body}, ok=True)
         if v == 1:
@@ -523,6 +560,8 @@ def l_stall(v):
     for k in range(R.randrange(5, 8)):
         p, o, n = fixes[k % 2]
         r.step(tool="edit_file", inp={"path": p, "old": o, "new": n}, out={"ok": True}, ok=True)
+        if k == 3:
+            r.evident()
         r.step(tool="run_tests", inp={"cmd": "pytest -q"}, out=["1 failed: test_x expected 3", "1 failed: test_x expected 4"][k % 2], ok=False)
     return r.finish()
 
@@ -532,8 +571,202 @@ def l_context(v):
     productive(r, R.randrange(3, 10))
     r.mark()
     for k in range(R.randrange(10, 14)):
+        if k == 3:
+            r.evident()
         r.step(tool="fetch_url", inp={"url": "https://docs.example.com/api", "page": k % 2}, out={"text": "API reference " + "lorem " * 20}, ok=True, grow=R.randrange(4000, 9000))
     return r.finish(reason="context_limit")
+
+
+# ---------------------------------------------------------------- short loops and look-alikes
+# Written from the peers' public semantics (Roo Code and Cline block the third identical
+# consecutive call, OpenHands calls four identical action-observation pairs, three rounds of
+# A->B or three consecutive agent messages stuck, Gemini CLI halts a response that repeats a
+# chunk, Cline ignores `task_progress`), and the healthy traces their users reported as false
+# positives (multi-part answers, markdown tables and lists, re-reads between edits, retries
+# that recover, long sessions that compact now and then).
+
+def l_short_exact(v):
+    r = Run(f"loop-short-exact-{v}", "coder", looping=True, kind="repeated_operation")
+    productive(r, R.randrange(2, 10))
+    tool, inp, out = [
+        ("read_file", {"path": "src/app/config.ts"}, {"content": "export const retries = 3;\n"}),
+        ("run_command", {"command": "npm run lint"}, {"stdout": "src/app/x.ts: 1 error (no-unused-vars)", "exit_code": 1}),
+        ("list_dir", {"path": "dist"}, {"entries": []}),
+        ("search_code", {"query": "parseConfig"}, {"matches": ["src/app/config.ts:12"]}),
+    ][v % 4]
+    r.mark()
+    for k in range(4):
+        if k == 2:
+            r.evident()
+        r.step(tool=tool, inp=inp, out=out, ok=True)
+        if v % 2 == 1 and k < 3:
+            r.think(f"Let me look at that again ({k}).")
+    productive(r, R.randrange(0, 3))
+    return r.finish()
+
+
+def l_task_progress(v):
+    """Cline-style calls whose task_progress note changes on every call; same call, same result."""
+    r = Run(f"loop-task-progress-{v}", "cline", looping=True, kind="repeated_operation")
+    productive(r, R.randrange(2, 8))
+    r.mark()
+    for k in range(R.randrange(4, 6)):
+        if k == 2:
+            r.evident()
+        note = f"- [x] read config\n- [ ] fix build ({k + 1} attempts)"
+        key = ["task_progress", "turn"][v % 2]
+        inp = {"command": "npm run build", key: note if key == "task_progress" else k + 7}
+        r.step(tool="execute_command", inp=inp, out={"stdout": "ERROR in src/index.ts: TS2304 Cannot find name 'foo'", "exit_code": 2}, ok=True)
+    return r.finish()
+
+
+def l_short_pingpong(v):
+    r = Run(f"loop-short-pingpong-{v}", "browser-agent", looping=True, kind="cycle")
+    productive(r, R.randrange(1, 6))
+    legs = [
+        [("browser_click", {"selector": "#next"}, {"url": "/step-2", "error_banner": "Please fill all fields"}),
+         ("browser_back", {}, {"url": "/step-1"})],
+        [("git_checkout", {"branch": "main"}, {"ok": True, "head": "a1b2c3d"}),
+         ("git_checkout", {"branch": "feature/login"}, {"ok": True, "head": "d4e5f6a"})],
+        [("open_file", {"path": "a.md"}, {"text": "see b.md"}),
+         ("open_file", {"path": "b.md"}, {"text": "see a.md"}),
+         ("open_file", {"path": "c.md"}, {"text": "moved to a.md"})],
+    ][v % 3]
+    r.mark()
+    for rd in range(3):
+        for j, (tool, inp, out) in enumerate(legs):
+            if rd == 1 and j == len(legs) - 1:
+                r.evident()
+            r.step(tool=tool, inp=inp, out=out, ok=True)
+    return r.finish()
+
+
+def l_chant_short(v):
+    r = Run(f"loop-chant-short-{v}", "chat-agent", looping=True, kind="content_repetition")
+    productive(r, R.randrange(2, 6))
+    unit = ["The answer is in the configuration file, line 12. ", "Yes. No. Maybe. ", "I am checking the logs now... "][v % 3]
+    copies = [10, 30, 18][v % 3]
+    r.mark()
+    r.evident()
+    r.step("message", content=unit * copies)
+    return r.finish()
+
+
+def l_monologue(v):
+    r = Run(f"loop-monologue-{v}", "chat-agent", looping=True, kind="content_repetition")
+    productive(r, R.randrange(2, 8))
+    lines = [["Let me check the deployment configuration first.", "I'll look at the service logs now.",
+              "Now I'm going to verify the settings.", "Let me check the configuration again."],
+             ["I need to review the failing test.", "Still working on the failing test.",
+              "I need to look at the failing test once more.", "Thinking about the failing test."]][v % 2]
+    r.mark()
+    for k, text in enumerate(lines[:3 + v % 2]):
+        if k == 2:
+            r.evident()
+        r.step("message", content=text)
+    return r.finish()
+
+
+def l_compaction(v):
+    r = Run(f"loop-compaction-{v}", "coder", looping=True, kind="context_pressure")
+    productive(r, R.randrange(4, 10))
+    r.mark()
+    for k in range(R.randrange(3, 6)):
+        if k == 2:
+            r.evident()
+        if v % 2 == 0:
+            r.step("compaction", content=f"Conversation compacted ({k + 1}).", grow=-R.randrange(20000, 40000))
+        else:
+            r.step(tool="llm_call", inp={"model": "large"}, out={"error": "prompt is too long: 210345 tokens > 200000 maximum"}, ok=False)
+        r.step(tool="read_file", inp={"path": "logs/huge.log"}, out={"content": "ERROR timeout " * 40}, ok=True, grow=R.randrange(30000, 60000))
+    return r.finish(status="failed", reason="context_limit")
+
+
+def h_same_call_changing(v):
+    r = Run(f"healthy-same-call-changing-{v}", "ops-agent")
+    productive(r, R.randrange(2, 6))
+    tool, inp = [("queue_depth", {"queue": "emails"}), ("run_command", {"command": "git log --oneline -1"})][v % 2]
+    for k in range(R.randrange(4, 7)):
+        out = {"depth": 900 - 150 * k} if v % 2 == 0 else {"stdout": f"{hexid(7)} {sentence(4)}", "exit_code": 0}
+        r.step(tool=tool, inp=inp, out=out, ok=True)
+        if v % 2 == 1:
+            r.step(tool="edit_file", inp={"path": f"src/m{k}.py", "old": "a", "new": "b"}, out={"ok": True}, ok=True)
+            msg = sentence(4)
+            r.step(tool="run_command", inp={"command": f"git commit -am '{msg}'"}, out={"stdout": f"[main {hexid(7)}] {msg}\n 1 file changed, {R.randrange(1, 30)} insertions(+)", "exit_code": 0}, ok=True)
+    productive(r, 2)
+    return r.finish()
+
+
+def h_multipart_answer(v):
+    r = Run(f"healthy-multipart-{v}", "chat-agent")
+    productive(r, R.randrange(2, 5))
+    n = 3 + v % 2
+    for k in range(n):
+        r.step("message", content=f"Part {k + 1} of {n}. " + sentence(40) + ". " + sentence(30) + ".")
+    r.step("user", content="Thanks, that helps.")
+    r.step("message", content="Glad it helped.")
+    return r.finish()
+
+
+def h_markdown_answer(v):
+    r = Run(f"healthy-markdown-{v}", "chat-agent")
+    productive(r, 2)
+    rows = "\n".join(f"| {R.choice(WORDS)} | {R.randrange(100)} | ok |" for _ in range(20))
+    lst = "\n".join(f"- Update the import path in src/components/shared/widgets/{R.choice(WORDS)}_{k}.tsx" for k in range(20))
+    box = "\n".join(["┌──────────────┬──────────────┐"] + ["│              │              │"] * 12 + ["└──────────────┴──────────────┘"])
+    code = "```python\n" + "\n".join("    assert check(x) == expected  # same line" for _ in range(20)) + "\n```"
+    hdr = "\n\n".join(f"## Section {k}\n\n{sentence(12)}\n\n---" for k in range(6))
+    steps = "\n".join(f"{k + 1}. Run the migration for shard {k} and then verify the row counts match the source table." for k in range(15))
+    body = [rows, lst, box, code, hdr, steps][v % 6]
+    r.step("message", content="Here is the summary:\n\n| name | n | status |\n|---|---|---|\n" + body if v % 6 == 0 else "Here is the plan:\n\n" + body)
+    r.step("user", content="Looks good.")
+    return r.finish()
+
+
+def h_chat_turns(v):
+    r = Run(f"healthy-chat-{v}", "chat-agent")
+    for k in range(R.randrange(4, 7)):
+        r.step("user", content=f"Question {k}: what about the {R.choice(WORDS)}?")
+        r.step("message", content="Let me check that for you.")
+        r.step("message", content=f"The {R.choice(WORDS)} is {sentence(8)}.")
+    return r.finish()
+
+
+def h_reread_failed_edits(v):
+    """read -> edit fails -> read again (unchanged) -> a different edit fails -> read -> edit works."""
+    r = Run(f"healthy-reread-failed-{v}", "coder")
+    productive(r, R.randrange(2, 6))
+    path = f"src/{R.choice(WORDS)}.py"
+    body = {"content": f"def f():\n    return {R.randrange(100)}\n"}
+    for a in range(2 + v % 2):
+        r.step(tool="read_file", inp={"path": path}, out=body, ok=True)
+        r.step(tool="str_replace", inp={"path": path, "old_str": f"return {a}", "new_str": "return 1"}, out={"error": f"old text not found in {path}"}, ok=False)
+    r.step(tool="read_file", inp={"path": path}, out=body, ok=True)
+    r.step(tool="str_replace", inp={"path": path, "old_str": body["content"].splitlines()[1], "new_str": "    return 1"}, out={"ok": True}, ok=True)
+    productive(r, R.randrange(2, 5))
+    return r.finish()
+
+
+def h_errors_recover(v):
+    """The same error twice, then success; later the same error twice again, then success."""
+    r = Run(f"healthy-errors-recover-{v}", "api-agent")
+    productive(r, 2)
+    url = f"https://api.example.com/v1/{R.choice(WORDS)}"
+    for rd in range(3):
+        for k in range(2):
+            r.step(tool="http_get", inp={"url": url}, out={"error": "upstream returned an error: connection refused"}, ok=False)
+        r.step(tool="http_get", inp={"url": url}, out={"items": [sentence(3)], "page": rd}, ok=True)
+        productive(r, R.randrange(1, 3))
+    return r.finish()
+
+
+def h_long_compacting(v):
+    r = Run(f"healthy-long-compacting-{v}", "coder")
+    for k in range(3):
+        productive(r, R.randrange(25, 40))
+        r.step("compaction", content=f"Summary so far: {sentence(20)}", grow=-R.randrange(20000, 40000))
+    productive(r, 10)
+    return r.finish()
 
 
 HEALTHY = [(h_poll, 4), (h_retry, 4), (h_edit_recover, 3), (h_debugger, 2), (h_scroll, 2),
@@ -541,12 +774,18 @@ HEALTHY = [(h_poll, 4), (h_retry, 4), (h_edit_recover, 3), (h_debugger, 2), (h_s
            (h_testfix, 2), (h_search, 2)]
 LOOPING = [(l_exact, 3), (l_volatile, 3), (l_keyorder, 2), (l_paraphrase, 3), (l_permanent, 3),
            (l_retry_forever, 2), (l_varying_error, 2), (l_cycle, 4), (l_handoff, 3), (l_content, 3),
-           (l_poll_stuck, 2), (l_edit_loop, 2), (l_stall, 1), (l_context, 1)]
+           (l_poll_stuck, 2), (l_edit_loop, 2), (l_stall, 1), (l_context, 1),
+           (l_short_exact, 4), (l_task_progress, 2), (l_short_pingpong, 3), (l_chant_short, 3),
+           (l_monologue, 2), (l_compaction, 2)]
+# Appended after the original families, so the runs generated before them are unchanged.
+HEALTHY_MORE = [(h_same_call_changing, 2), (h_multipart_answer, 2), (h_markdown_answer, 6),
+                (h_chat_turns, 2), (h_reread_failed_edits, 2), (h_errors_recover, 2),
+                (h_long_compacting, 1)]
 
 
 def main():
     runs = []
-    for fam, n in HEALTHY + LOOPING:
+    for fam, n in HEALTHY + LOOPING + HEALTHY_MORE:
         for v in range(n):
             runs.append(fam(v))
     events = sorted((e for r in runs for e in r.events), key=lambda e: (e[0], e[2]["run_id"], e[1]))
@@ -556,7 +795,7 @@ def main():
             f.write(json.dumps(ev, ensure_ascii=False, separators=(",", ":")) + "\n")
     with open(f"{here}/labels.jsonl", "w") as f:
         for r in sorted(runs, key=lambda r: r.id):
-            f.write(json.dumps({"run_id": r.id, "looping": r.looping, "kind": r.kind, "loop_start": r.loop_start}) + "\n")
+            f.write(json.dumps({"run_id": r.id, "looping": r.looping, "kind": r.kind, "loop_start": r.loop_start, "evident_at": r.evident_at}) + "\n")
     print(f"{len(runs)} runs ({sum(r.looping for r in runs)} looping), {len(events)} events")
 
 

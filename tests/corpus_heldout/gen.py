@@ -3,7 +3,7 @@
 
 Deterministic (fixed seed, stdlib only):  python3 tests/corpus_heldout/gen.py [SEED [OUTDIR]]
 Writes events.jsonl (all runs interleaved by event time) and labels.jsonl (one line per run:
-run_id, looping, kind, loop_start) in the same format as tests/corpus.
+run_id, looping, kind, loop_start, evident_at) in the same format as tests/corpus.
 
 The traces imitate what real agent frameworks emit: a coding agent (Claude Code / OpenHands
 style: bash, str_replace_editor, view, grep, pytest), a browser agent, a SQL/data agent, a
@@ -13,8 +13,12 @@ bash output as one string with exit codes, Python tracebacks, HTTP error bodies,
 "No replacement was performed" message, kubectl tables, and so on.
 
 Labels: `loop_start` is the step_index of the first step of the first repeated round (the first
-call that the loop then repeats), `null` for healthy runs. `kind` names the detector family a
-human reviewer would expect to catch it; the pooled score does not depend on it.
+call that the loop then repeats), `null` for healthy runs. `evident_at` is the step at which a
+careful reviewer would first call the run a loop: the third identical call with an identical
+result, the second identical permanent failure, the first retryable failure past a five-attempt
+retry budget, the last step of a cycle's second round (one full repetition of its body), the
+chanting message itself. `kind` names the detector family a human reviewer would expect to
+catch it; the pooled score does not depend on it.
 """
 import json
 import random
@@ -94,6 +98,7 @@ class Run:
         self.looping = looping
         self.kind = kind
         self.loop_start = None
+        self.evident_at = None
         self.t = T0 + timedelta(seconds=R.randrange(0, 2400), milliseconds=R.randrange(1000))
         self.i = 0
         self.ctx = R.randrange(6000, 14000)
@@ -113,6 +118,11 @@ class Run:
         ev = {"v": 1, "project_id": self.project, "run_id": self.id, "ts": self._ts()}
         ev.update(body)
         self.events.append((self.t, len(self.events), ev))
+
+    def evident(self):
+        """The next step is where a careful reviewer would first call the run a loop."""
+        if self.evident_at is None:
+            self.evident_at = self.i + 1
 
     def loop_here(self):
         if self.loop_start is None:
@@ -649,6 +659,8 @@ def l_edit_same_fail(v):
     old = f"    def {ident()}(self):\n        return self._{R.choice(NOUNS)}"
     r.loop_here()
     for k in range(R.randrange(4, 7)):
+        if k == 2:
+            r.evident()
         r.call("str_replace_editor", {"command": "str_replace", "path": f, "old_str": old, "new_str": old.replace("return", "return None or")},
                oh_noreplace(old, f), ok=False)
         if v % 2 == 0:
@@ -667,6 +679,8 @@ def l_edit_claude_recoverable(v):
     old = "        if not payload:\n            return"
     r.loop_here()
     for k in range(R.randrange(4, 7)):
+        if k == 2:
+            r.evident()
         r.call("Read", {"file_path": f}, numbered(body))
         r.call("Edit", {"file_path": f, "old_string": old, "new_string": "        if not payload:\n            raise ValueError('empty')"},
                f"<tool_use_error>String to replace not found in file.\nString: {old}</tool_use_error>", ok=False)
@@ -681,6 +695,8 @@ def l_volatile_status(v):
     build = R.randrange(100, 999)
     r.loop_here()
     for k in range(R.randrange(5, 9)):
+        if k == 2:
+            r.evident()
         if v % 3 == 0:
             out = {"deployment": dep, "phase": "Failed", "reason": "ProgressDeadlineExceeded",
                    "observed_at": iso(r.t), "request_id": uid(), "trace": hx(32)}
@@ -704,6 +720,8 @@ def l_tmpdir_rerun(v):
     coding_noise(r, R.randrange(3, 8))
     r.loop_here()
     for k in range(R.randrange(4, 7)):
+        if k == 2:
+            r.evident()
         tmp = f"/tmp/pytest-of-dev/pytest-{R.randrange(10, 999)}/test_export0"
         out = (f"{pytest_out(30, 1, ['test_export_roundtrip'], tmp=tmp)}\n"
                f"E   FileNotFoundError: [Errno 2] No such file or directory: '/tmp/tmp{tmpname()}/export.csv'\n"
@@ -729,6 +747,8 @@ def l_paraphrase_search(v):
                         {"url": "https://example.com/blog", "title": "Blog home"}]} if v % 2 == 0 else {"results": [], "total": 0}
     r.loop_here()
     for q in qs:
+        if q == qs[2]:
+            r.evident()
         o = dict(same)
         o["search_id"] = uid()
         r.call("web_search", {"query": q, "num_results": 10}, o)
@@ -747,18 +767,24 @@ def l_pingpong(v):
             r.call("bash", {"command": "pip install 'pydantic<2'"}, bash_out("Successfully installed pydantic-1.10.15"))
             r.call("bash", {"command": "python -m app.main"}, bash_out(traceback("ImportError", "cannot import name 'field_validator' from 'pydantic'", seed=1), 1))
             r.call("bash", {"command": "pip install 'pydantic>=2'"}, bash_out("Successfully installed pydantic-2.7.1"))
+            if k == 1:
+                r.evident()
             r.call("bash", {"command": "python -m app.main"}, bash_out(traceback("ImportError", "cannot import name 'validator' from 'pydantic.v1.main'", seed=2), 1))
     elif v % 3 == 1:
         r.call("browser", {"action": "navigate", "url": "https://portal.example.com/settings"}, {"title": "Settings"})
         r.loop_here()
         for k in range(R.randrange(4, 7)):
             r.call("browser", {"action": "click", "selector": "a[href='/settings/billing']"}, {"url": "https://portal.example.com/login?next=/settings/billing", "title": "Sign in"})
+            if k == 1:
+                r.evident()
             r.call("browser", {"action": "go_back"}, {"url": "https://portal.example.com/settings", "title": "Settings"})
     else:
         r.call("act", {"a": "look"}, {"obs": "You are in a dark corridor. Exits: north, south.", "r": 0})
         r.loop_here()
         for k in range(R.randrange(5, 9)):
             r.call("act", {"a": "go north"}, {"obs": "A locked door blocks the way. Exits: south.", "r": 0, "done": False}, gap=150)
+            if k == 1:
+                r.evident()
             r.call("act", {"a": "go south"}, {"obs": "You are in a dark corridor. Exits: north, south.", "r": 0, "done": False}, gap=150)
     return r.end()
 
@@ -773,6 +799,9 @@ def l_delegation3(v):
     r.loop_here()
     for k in range(R.randrange(3, 5)):
         r.say(ask, agent="researcher", caller="planner")
+        if k == 1:
+            # The second identical 401 (the round's repeat is evident from there too).
+            r.evident()
         r.call("fetch", {"url": "https://competitor.example.com/pricing"}, {"status": 401, "error": "Unauthorized"}, ok=False, agent="researcher")
         r.say(ret, agent="critic", caller="researcher")
         r.say(crit, agent="planner", caller="critic")
@@ -788,6 +817,8 @@ def l_writer_reviewer(v):
     r.loop_here()
     for k in range(R.randrange(3, 5)):
         r.say(f"Draft (revised):\n{draft}", agent="reviewer", caller="writer")
+        if k == 1:
+            r.evident()
         r.say(review, agent="writer", caller="reviewer")
     return r.end()
 
@@ -798,6 +829,8 @@ def l_403_varying(v):
     r.call("crm_search", {"email": "jane@example.com"}, {"matches": [{"id": "cus_1"}, {"id": "cus_2"}, {"id": "cus_3"}, {"id": "cus_4"}]})
     r.loop_here()
     for k in range(R.randrange(4, 7)):
+        if k == 2:
+            r.evident()
         cid = f"cus_{hx(14)}"
         out = {"error": {"type": "invalid_request_error", "code": "insufficient_permissions",
                          "message": "The provided key 'rk_live_****' does not have the required permissions for this endpoint on account 'acct_1Nq'.",
@@ -818,6 +851,8 @@ def l_thought_loop(v):
                      "The failing test depends on the fixture data. I'll inspect the fixture loader once more to be sure."])
     r.loop_here()
     for k in range(R.randrange(3, 6)):
+        if k == 2:
+            r.evident()
         r.say(plan if k % 2 == 0 else plan.replace("Let me", "I'll").replace("once more", "again"))
         r.call("bash", {"command": "ls migrations/ | tail -3"}, bash_out("0041_add_index.py\n0042_tenant_fk.py\n0043_backfill.py"))
     return r.end()
@@ -837,6 +872,8 @@ def l_slow_interleaved(v):
     r.loop_here()
     for k in range(R.randrange(4, 6)):
         for tool, inp, out in body:
+            if k == 1 and (tool, inp) == body[-1][:2]:
+                r.evident()
             r.call(tool, inp, out, gap=R.randrange(3000, 20000))
             if R.random() < 0.5:
                 r.say(f"{prose(8)}; the Q3 dates are still not there.")
@@ -851,6 +888,8 @@ def l_context_balloon(v):
     bodies = [numbered(code_block(60)) for _ in big]
     r.loop_here()
     for k in range(R.randrange(6, 10)):
+        if k == 3:
+            r.evident()
         j = k % 2
         r.call("str_replace_editor", {"command": "view", "path": big[j]}, bodies[j], grow=R.randrange(6000, 12000))
         if R.random() < 0.4:
@@ -868,6 +907,8 @@ def l_compaction_loop(v):
     ledger = numbered(code_block(40))
     r.loop_here()
     for k in range(R.randrange(3, 6)):
+        if k == 2:
+            r.evident()
         r.say(summary, step_type="compaction", grow=-R.randrange(3000, 6000))
         r.call("Read", {"file_path": "/home/dev/repo/app/billing/ledger.py"}, ledger, grow=R.randrange(9000, 15000))
     return r.end("failed", "context_limit")
@@ -879,6 +920,8 @@ def l_rate_limit_forever(v):
     r.call("web_search", {"query": prose(4)}, {"results": [prose(5)]})
     r.loop_here()
     for k in range(R.randrange(8, 14)):
+        if k == 5:
+            r.evident()
         out = {"error": {"code": 429, "message": f"Rate limit reached for requests. Limit: 60 / min. Please try again in {R.randrange(1, 40)}s.",
                          "type": "rate_limit_error"}, "request_id": f"req_{hx(24)}"}
         r.call("llm_subcall", {"model": "small", "prompt": "Summarise the following page ..."}, out, ok=False, gap=R.randrange(500, 2500))
@@ -891,6 +934,8 @@ def l_sql_varying_error(v):
     r.call("sql", {"query": "SHOW TABLES"}, {"rows": [["orders"], ["customers"], ["pii_contacts"]]})
     r.loop_here()
     for k in range(R.randrange(4, 7)):
+        if k == 2:
+            r.evident()
         cols = ", ".join(R.sample(["email", "phone", "name", "country", "created_at"], 3))
         r.call("sql", {"query": f"SELECT {cols} FROM pii_contacts WHERE country = '{R.choice(['DE', 'FR', 'US'])}' LIMIT {R.randrange(10, 100)}"},
                {"error": "ERROR:  permission denied for table pii_contacts\nSQLSTATE: 42501"}, ok=False)
@@ -907,6 +952,8 @@ def l_rl_stuck(v):
         r.call("step", {"a": a}, {"obs": {"pos": list(pos), "hp": 100}, "r": 0.0, "done": False}, gap=100, latency=5)
     r.loop_here()
     for k in range(R.randrange(8, 20)):
+        if k == 2:
+            r.evident()
         r.call("step", {"a": "down"}, {"obs": {"pos": list(pos), "hp": 100}, "r": -0.01, "done": False, **({"elapsed_steps": k} if v % 2 else {})}, gap=100, latency=5)
     return r.end("completed", "max_steps_reached")
 
@@ -920,6 +967,8 @@ def l_browser_stuck(v):
     r.loop_here()
     for k in range(R.randrange(4, 7)):
         r.call("browser_click", {"selector": "#place-order", "timeout_ms": 5000}, {"clicked": True})
+        if k == 1:
+            r.evident()
         r.call("browser_screenshot", {"full_page": False}, {"path": shot, "dom_hash": dom, "text_excerpt": "Checkout - Please accept the terms to continue"})
         if v % 2 == 1:
             r.say("The order was not placed yet; clicking Place order again.")
@@ -932,6 +981,8 @@ def l_browser_timeout(v):
     r.call("browser", {"action": "navigate", "url": "https://app.example.com/reports"}, {"title": "Reports"})
     r.loop_here()
     for k in range(R.randrange(7, 11)):
+        if k == 5:
+            r.evident()
         err = ("TimeoutError: locator.click: Timeout 30000ms exceeded.\nCall log:\n  - waiting for locator(\"button:has-text('Export')\")\n"
                f"  -   locator resolved to <button disabled class=\"btn btn-primary\">Export</button>\n  - attempting click action\n"
                f"  -   waiting for element to be visible, enabled and stable\n  -   element is not enabled - waiting...")
@@ -946,6 +997,8 @@ def l_poll_never(v):
     r.call("submit", {"pipeline": "nightly", "params": {"date": "2026-05-10"}}, {"job": job, "state": "PENDING"})
     r.loop_here()
     for k in range(R.randrange(25, 35)):
+        if k == 19:
+            r.evident()
         r.call("bash", {"command": f"etlctl describe {job} -o json"}, bash_out(json.dumps({"job": job, "state": "PENDING", "queue_position": 7, "checked": iso(r.t)})), gap=R.randrange(400, 1500))
     return r.end("failed", "max_steps_reached")
 
@@ -955,6 +1008,8 @@ def l_empty_responses(v):
     coding_noise(r, R.randrange(3, 6))
     r.loop_here()
     for k in range(R.randrange(4, 7)):
+        if k == 2:
+            r.evident()
         r.say("" if k % 2 == 0 else "   ", step_type="message")
     return r.end()
 
@@ -965,6 +1020,7 @@ def l_chant(v):
     unit = R.choice(["I will now call the tool to check the status of the deployment and then report back. ",
                      "Let me verify the configuration again to make sure the setting is applied correctly. "])
     r.loop_here()
+    r.evident()
     r.say("Okay. " + unit * R.randrange(12, 25), step_type="message")
     return r.end()
 
@@ -975,6 +1031,8 @@ def l_crew_tool_loop(v):
     r.say("Research the vendor's SOC2 status.", agent="researcher", caller="manager")
     r.loop_here()
     for k in range(R.randrange(5, 8)):
+        if k == 2:
+            r.evident()
         r.call("web_search", {"query": "vendor acme soc2 type ii report", "engine": "bing"},
                {"results": [{"title": "Acme Trust Center", "url": "https://trust.acme.example/"}], "took_ms": R.randrange(80, 400)}, agent="researcher")
         r.say("The trust center does not show the report date. Searching again.", agent="researcher")
@@ -991,6 +1049,8 @@ def l_git_cycle(v):
                bash_out("Auto-merging app/billing/ledger.py\nCONFLICT (content): Merge conflict in app/billing/ledger.py\n"
                         "error: could not apply 5d6e7f8... ledger: switch to v2 API", 1))
         r.call("bash", {"command": "git status --short"}, bash_out("UU app/billing/ledger.py"))
+        if k == 1:
+            r.evident()
         r.call("bash", {"command": "git rebase --abort"}, bash_out("", 0))
     return r.end()
 
@@ -1005,6 +1065,8 @@ def l_support_lookup_loop(v):
         r.call("get_order", {"order_id": order, "expand": ["items", "shipping"]}, {"id": order, "status": "delivered", "refundable": False,
                                                                                      "items": [{"sku": "A-1", "qty": 1}], "fetched_at": iso(r.t), "trace_id": hx(32)})
         r.call("search_kb", {"q": "refund after delivery policy"}, {"articles": [{"id": 311, "title": "Refunds after delivery", "body": "Refunds are possible within 30 days if the item is unused."}]})
+        if k == 1:
+            r.evident()
         r.call("check_refund_eligibility", {"order_id": order}, {"eligible": False, "reason": "refund window closed"})
         if R.random() < 0.5:
             r.say("The customer insists; let me re-check the order details.")
@@ -1019,11 +1081,117 @@ def l_varying_args_same_error(v):
     cmds = ["python -m app.worker", "python app/worker.py", "python3 -m app.worker --once", "PYTHONPATH=. python app/worker.py",
             "python -m app.worker --debug", "cd app && python worker.py"]
     for c in cmds[:R.randrange(4, 7)]:
+        if c == cmds[2]:
+            r.evident()
         tb = traceback("ModuleNotFoundError", "No module named 'ledger_client'", frames=2, seed=v)
         if "-m" in c:
             tb = tb.replace("Traceback (most recent call last):\n", 'Traceback (most recent call last):\n  File "<frozen runpy>", line 198, in _run_module_as_main\n  File "<frozen runpy>", line 88, in _run_code\n')
         r.call("Bash", {"command": c}, tb + "\n[exit code 1]", ok=False)
     return r.end("failed")
+
+
+# ------------------------------------------------------------------ short loops (added later)
+# Appended after the original families so the runs above are unchanged. Written from what the
+# peers document as stuck (OpenHands: four identical action-observation pairs, A-B-A-B-A-B,
+# three agent messages in a row; Roo Code / Cline: three identical consecutive calls; Gemini
+# CLI: a chunk repeated within one response) and from what their users reported as false
+# positives (multi-part answers, markdown reports, progress notes that change every call).
+
+def l_oh_four_pairs(v):
+    """OpenHands' first scenario: the same command, the same observation, four times."""
+    r = Run(f"loop-oh-pairs-{v}", "openhands", True, "repeated_operation")
+    coding_noise(r, R.randrange(3, 8))
+    cmd = ["cat setup.cfg", "python -c 'import ledger_client'", "ls -la /workspace/repo/build"][v % 3]
+    out = bash_out(["[metadata]\nname = app\nversion = 1.4.2", "ModuleNotFoundError: No module named 'ledger_client'", "ls: cannot access '/workspace/repo/build': No such file or directory"][v % 3], [0, 1, 2][v % 3])
+    r.loop_here()
+    for k in range(4):
+        if k == 2:
+            r.evident()
+        r.call("bash", {"command": cmd}, out)
+    return r.end("failed", "max_steps_reached")
+
+
+def l_oh_alternating(v):
+    """OpenHands' alternating pattern: A, B, A, B, A, B with identical observations."""
+    r = Run(f"loop-oh-alt-{v}", "openhands", True, "cycle")
+    coding_noise(r, R.randrange(3, 6))
+    f = f"/workspace/repo/{pyfile()}"
+    body = numbered(code_block(8))
+    r.loop_here()
+    for k in range(3):
+        r.call("str_replace_editor", {"command": "view", "path": f}, body)
+        if k == 1:
+            r.evident()
+        r.call("bash", {"command": "python -m pytest -q tests/test_ledger.py"}, bash_out(pytest_out(11, 1, ["test_reconcile"], dur=1.5), 1))
+    return r.end()
+
+
+def l_stream_chant(v):
+    """One streamed response that repeats itself (Gemini CLI's content loop)."""
+    r = Run(f"loop-stream-chant-{v}", "gemini-cli", True, "content_repetition")
+    coding_noise(r, R.randrange(2, 5))
+    unit = ["Checking the build output for the failing module now. ", "Retrying. Retrying again. "][v % 2]
+    r.loop_here()
+    r.evident()
+    r.say("Sure. " + unit * [10, 24][v % 2], step_type="message")
+    return r.end()
+
+
+def l_sdk_monologue(v):
+    """The agent keeps sending messages without calling a tool or hearing from the user."""
+    r = Run(f"loop-sdk-monologue-{v}", "openhands-sdk", True, "content_repetition")
+    coding_noise(r, R.randrange(3, 6))
+    msgs = ["I'll start by examining the repository structure.", "Let me look into the test failures next.",
+            "Now I'm going to check the CI configuration.", "Let me examine the logs to understand the failure."]
+    r.loop_here()
+    for k, m in enumerate(msgs[:3 + v % 2]):
+        if k == 2:
+            r.evident()
+        r.say(m, step_type="message")
+    return r.end()
+
+
+def h_cline_progress(v):
+    """Cline-style calls carry a task_progress note that changes every call; the results change
+    too (real work)."""
+    r = Run(f"ok-cline-progress-{v}", "cline")
+    done = []
+    for k in range(R.randrange(5, 8)):
+        f = pyfile()
+        done.append(f)
+        note = "\n".join(f"- [x] {d}" for d in done) + "\n- [ ] run tests"
+        r.call("read_file", {"path": f, "task_progress": note}, numbered(code_block(6)))
+        r.call("replace_in_file", {"path": f, "diff": f"- {R.choice(NOUNS)}\n+ {R.choice(NOUNS)}", "task_progress": note}, f"The content was successfully saved to {f}.")
+    r.call("execute_command", {"command": "pytest -q", "task_progress": "- [x] all files\n- [x] run tests"}, pytest_out(30, 0, []))
+    return r.end()
+
+
+def h_report_answer(v):
+    """A long markdown answer: a table, a checklist with a shared prefix, a box diagram."""
+    r = Run(f"ok-report-{v}", "chat-agent")
+    coding_noise(r, 2)
+    rows = "\n".join(f"| {R.choice(NOUNS)} | {R.randrange(1000)} | {R.choice(['ok', 'degraded'])} |" for _ in range(25))
+    checks = "\n".join(f"- [ ] Verify the replica lag on the {R.choice(NOUNS)} cluster in region {k}" for k in range(15))
+    diagram = "\n".join(["+------------+      +------------+"] + ["|            | ---> |            |"] * 8 + ["+------------+      +------------+"])
+    r.say(f"## Status\n\n| service | p99 | state |\n|---|---|---|\n{rows}\n\n## Checklist\n\n{checks}\n\n## Flow\n\n{diagram}\n", step_type="message")
+    r.say("Anything else you want me to look at?", step_type="message")
+    r.say("Yes: check the ledger service too.", step_type="user")
+    r.call("http_request", {"method": "GET", "url": "https://status.internal/ledger"}, {"status": 200, "p99_ms": R.randrange(80, 400)})
+    r.say("The ledger service is healthy.", step_type="message")
+    return r.end()
+
+
+def h_parts_answer(v):
+    """A long explanation sent as several messages, each with new content."""
+    r = Run(f"ok-parts-{v}", "chat-agent")
+    coding_noise(r, 2)
+    topics = R.sample(NOUNS, 4)
+    for k in range(3 + v % 2):
+        t = topics[k]
+        facts = ", ".join(f"`{ident()}` {R.choice(['returns', 'raises', 'caches', 'retries'])} {R.choice(NOUNS)}s after {R.randrange(2, 90)} ms"
+                          for _ in range(4))
+        r.say(f"({k + 1}/{3 + v % 2}) On the {t} path: {facts}. See {pyfile()} lines {R.randrange(10, 400)}-{R.randrange(400, 800)}.", step_type="message")
+    return r.end()
 
 
 # ------------------------------------------------------------------ assembly
@@ -1038,12 +1206,14 @@ LOOPING = [(l_edit_same_fail, 3), (l_edit_claude_recoverable, 2), (l_volatile_st
            (l_thought_loop, 3), (l_slow_interleaved, 2), (l_context_balloon, 2), (l_compaction_loop, 1),
            (l_rate_limit_forever, 2), (l_sql_varying_error, 2), (l_rl_stuck, 2), (l_browser_stuck, 2),
            (l_browser_timeout, 1), (l_poll_never, 1), (l_empty_responses, 1), (l_chant, 1), (l_crew_tool_loop, 2),
-           (l_git_cycle, 2), (l_support_lookup_loop, 2), (l_varying_args_same_error, 2)]
+           (l_git_cycle, 2), (l_support_lookup_loop, 2), (l_varying_args_same_error, 2),
+           (l_oh_four_pairs, 3), (l_oh_alternating, 2), (l_stream_chant, 2), (l_sdk_monologue, 2)]
+HEALTHY_MORE = [(h_cline_progress, 2), (h_report_answer, 2), (h_parts_answer, 2)]
 
 
 def main():
     runs = []
-    for fam, n in HEALTHY + LOOPING:
+    for fam, n in HEALTHY + LOOPING + HEALTHY_MORE:
         for v in range(n):
             runs.append(fam(v))
     events = sorted((e for r in runs for e in r.events), key=lambda e: (e[0], e[2]["run_id"], e[1]))
@@ -1053,7 +1223,7 @@ def main():
             f.write(json.dumps(ev, ensure_ascii=False, separators=(",", ":")) + "\n")
     with open(f"{here}/labels.jsonl", "w") as f:
         for r in sorted(runs, key=lambda r: r.id):
-            f.write(json.dumps({"run_id": r.id, "looping": r.looping, "kind": r.kind, "loop_start": r.loop_start}) + "\n")
+            f.write(json.dumps({"run_id": r.id, "looping": r.looping, "kind": r.kind, "loop_start": r.loop_start, "evident_at": r.evident_at}) + "\n")
     print(f"{len(runs)} runs ({sum(r.looping for r in runs)} looping), {len(events)} events")
 
 

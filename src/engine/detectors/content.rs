@@ -3,13 +3,21 @@
 //!   (OpenHands' monologue rule: 3), so a "Let me check the file." preamble before real work
 //!   never counts;
 //! * empty responses three times in a row (OpenHands: 3 consecutive empty agent messages);
-//! * chanting inside one long message (Gemini CLI): most of the text is made of 50-character
-//!   chunks already seen earlier in the same message, after code blocks and table or divider
-//!   lines are removed.
+//! * chanting inside one message (Gemini CLI): most of the text is made of 50-character chunks
+//!   already seen earlier in the same message (a sentence repeated, or short phrases
+//!   alternating), after what Gemini CLI users reported as false positives is removed: code
+//!   blocks, tables, headings, dividers, box-drawing lines, and list markers;
+//! * monologue (OpenHands: three consecutive agent messages with no observation in between):
+//!   agent messages back to back, with no tool call, no input (a user step, a handoff) in
+//!   between, each after the first saying nothing new: empty of content (an announcement of
+//!   what the agent is about to do, which it then does not do) or like an earlier one of the
+//!   streak. A multi-part answer, whose parts each bring new text, stays quiet; thoughts
+//!   (reasoning steps) neither count nor break a streak.
 use super::{hex64, push_bounded, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
 use crate::engine::text::{
-    deserialize_signature, feature_sig, fnv64, key64, normalize_message, similarity, Signature,
+    contains_ci, deserialize_signature, feature_sig, fnv64, key64, normalize_message, similarity,
+    Signature,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -31,6 +39,16 @@ pub struct ContentConfig {
     pub chant_min_chars: usize,
     pub chant_repeated_share: f64,
     pub chant_min_repeats: u32,
+    /// Chanting this dense (share of repeated chunks, and repeats of the top chunk: Gemini CLI
+    /// halts the stream at 10) stops rather than alerts.
+    pub chant_stop_share: f64,
+    pub chant_stop_repeats: u32,
+    /// Agent messages in a streak with nothing new after the first (OpenHands: 3).
+    pub monologue: Levels,
+    /// A message of the streak like an earlier one at this MinHash similarity says nothing new.
+    pub monologue_similarity: f64,
+    /// An announcement ("let me check the logs") of at most this many words says nothing new.
+    pub monologue_announcement_words: usize,
 }
 
 impl Default for ContentConfig {
@@ -42,9 +60,14 @@ impl Default for ContentConfig {
             similarity: 0.7,
             empty: Levels::new(0, 3, 6),
             chant_chunk: 50,
-            chant_min_chars: 600,
+            chant_min_chars: 250,
             chant_repeated_share: 0.6,
             chant_min_repeats: 5,
+            chant_stop_share: 0.8,
+            chant_stop_repeats: 10,
+            monologue: Levels::new(0, 3, 5),
+            monologue_similarity: 0.4,
+            monologue_announcement_words: 30,
         }
     }
 }
@@ -63,7 +86,19 @@ struct Thought {
     /// that did would only stop matching thoughts as repeats (see [`same_info`]).
     #[serde(deserialize_with = "saturating_u32")]
     novel_at: u32,
+    /// [`ANSWERED`], [`MESSAGE`], [`IDLE`]; records written before monologues were judged
+    /// hold none (their streaks start over).
+    #[serde(default)]
+    flags: u8,
 }
+
+/// A tool call or new input (a user step, a handoff) came after this step: a monologue streak
+/// goes back to the step after the newest such one.
+const ANSWERED: u8 = 1;
+/// An agent message (not a thought, not input).
+const MESSAGE: u8 = 2;
+/// A message that said nothing new in its streak.
+const IDLE: u8 = 4;
 
 fn saturating_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     Ok(u32::try_from(u64::deserialize(d)?).unwrap_or(u32::MAX))
@@ -82,6 +117,7 @@ impl Serialize for Thought {
             self.sig.as_slice(),
             &self.rich,
             &self.novel_at,
+            &self.flags,
         )
             .serialize(s)
     }
@@ -133,6 +169,69 @@ const RICH_FEATURES: usize = 5;
 /// The latch keys of the two rules: constants, hashed once rather than on every thought.
 static EMPTY_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.empty", &[]));
 static REPEAT_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.repeat", &[]));
+static MONOLOGUE_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.monologue", &[]));
+
+/// What a step without a tool is, read from its free-form `step_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Said {
+    /// Reasoning, plans, compaction summaries: not addressed to anyone.
+    Thought,
+    /// What the agent is given: a user turn, an observation, a system prompt.
+    Input,
+    Message,
+}
+
+fn said(step_type: &str) -> Said {
+    let has = |xs: &[&str]| xs.iter().any(|x| contains_ci(step_type, x));
+    if has(&[
+        "user",
+        "human",
+        "input",
+        "observation",
+        "system",
+        "environment",
+        "feedback",
+        "prompt",
+        "tool_result",
+    ]) {
+        Said::Input
+    } else if has(&[
+        "think", "thought", "reason", "plan", "reflect", "compact", "condens", "summar",
+    ]) {
+        Said::Thought
+    } else {
+        Said::Message
+    }
+}
+
+/// Phrases that announce an action: a message made of little else, followed by another
+/// message instead of the action, is the agent talking to itself.
+const ANNOUNCE: &[&str] = &[
+    "let me",
+    "let's",
+    "lets ",
+    "i will",
+    "i'll",
+    "ill ",
+    "i am going to",
+    "i'm going to",
+    "im going to",
+    "i need to",
+    "i should",
+    "now i",
+    "next i",
+    "i'm now",
+    "i am now",
+    "still ",
+    "thinking",
+    "working on",
+    "one moment",
+    "please wait",
+];
+
+fn announcement(norm: &str, max_words: usize) -> bool {
+    norm.split_whitespace().nth(max_words).is_none() && ANNOUNCE.iter().any(|a| norm.contains(a))
+}
 
 impl ContentState {
     pub fn on_step(
@@ -150,6 +249,7 @@ impl ContentState {
             if now.novel_outputs != before.novel_outputs {
                 self.empty_streak = ThinVec::new();
             }
+            self.answered();
             return;
         }
         let Some(content) = v.canon.content(v.step) else {
@@ -195,12 +295,22 @@ impl ContentState {
             Some(t) => (t.rich, t.sig),
             None => feature_sig(&norm, RICH_FEATURES),
         };
+        let kind = said(&v.step.step_type);
+        if kind == Said::Input || v.step.caller.is_some() {
+            // New input: whatever the agent says next starts a new streak.
+            self.answered();
+        }
         let mut cur = Thought {
             step,
             key,
             sig,
             rich,
             novel_at: 0,
+            flags: match kind {
+                Said::Message => MESSAGE,
+                Said::Input => ANSWERED,
+                Said::Thought => 0,
+            },
         };
         let like = |t: &Thought| {
             t.key == cur.key
@@ -236,7 +346,73 @@ impl ContentState {
                 serde_json::json!({"rule": "repeated_message"}),
             ));
         }
+        if kind == Said::Message {
+            self.monologue(cfg, &mut cur, &norm, out);
+        }
         push_bounded(&mut self.thoughts, cur, cfg.window.max(1));
+    }
+
+    /// Messages unlike any recent one so far.
+    pub fn novel_messages(&self) -> u64 {
+        self.novel_messages
+    }
+
+    /// Marks the newest step: something came after it.
+    fn answered(&mut self) {
+        if let Some(t) = self.thoughts.back_mut() {
+            t.flags |= ANSWERED;
+        }
+    }
+
+    /// Judges the streak of agent messages that `cur` (not yet in the window) extends.
+    fn monologue(
+        &mut self,
+        cfg: &ContentConfig,
+        cur: &mut Thought,
+        norm: &str,
+        out: &mut Vec<Finding>,
+    ) {
+        let streak: Vec<&Thought> = self
+            .thoughts
+            .iter()
+            .rev()
+            .take_while(|t| t.flags & ANSWERED == 0)
+            .filter(|t| t.flags & MESSAGE != 0)
+            .collect();
+        let like = |t: &Thought| {
+            t.key == cur.key
+                || (t.rich && cur.rich && similarity(&t.sig, &cur.sig) >= cfg.monologue_similarity)
+        };
+        if !streak.is_empty()
+            && (announcement(norm, cfg.monologue_announcement_words)
+                || streak.iter().any(|t| like(t)))
+        {
+            cur.flags |= IDLE;
+        }
+        // The streak's first message may say anything; every later one must say nothing new.
+        let n = streak.len() + 1;
+        let idle = cur.flags & IDLE != 0
+            && streak[..streak.len().saturating_sub(1)]
+                .iter()
+                .all(|t| t.flags & IDLE != 0);
+        let level = if idle && n as u32 >= cfg.monologue.floor() {
+            cfg.monologue.level(n as u32)
+        } else {
+            None
+        };
+        let key = *MONOLOGUE_KEY;
+        if let Some(sev) = self.latch.rise(key, level) {
+            let mut steps: Vec<u64> = streak.iter().rev().map(|t| t.step).collect();
+            steps.push(cur.step);
+            out.push(finding(
+                "monologue: agent messages with no tool call or input in between",
+                sev,
+                key,
+                n as u32,
+                steps,
+                serde_json::json!({"rule": "monologue"}),
+            ));
+        }
     }
 }
 
@@ -262,7 +438,9 @@ fn finding(
     }
 }
 
-/// Text with code fences, table rows and divider lines removed, whitespace collapsed.
+/// Text with code blocks, table rows, headings, divider and box-drawing lines removed, list
+/// and quote markers cut, whitespace collapsed: the markdown structures that repeat by design
+/// (each one a false positive Gemini CLI users reported and its maintainers patched).
 fn chant_text(content: &str) -> String {
     let mut out = String::new();
     let mut in_code = false;
@@ -272,13 +450,18 @@ fn chant_text(content: &str) -> String {
             in_code = !in_code;
             continue;
         }
-        if in_code || t.is_empty() {
+        if in_code || t.is_empty() || line.starts_with("    ") || line.starts_with('\t') {
             continue;
         }
-        if t.starts_with('|')
-            || t.chars()
-                .all(|c| matches!(c, '-' | '=' | '*' | '_' | '#' | ' ' | ':' | '|'))
-        {
+        if t.starts_with('|') || t.starts_with('#') || t.matches('|').count() >= 2 {
+            continue;
+        }
+        let drawn = t.chars().filter(|c| is_drawing(*c)).count();
+        if t.chars().all(|c| c.is_whitespace() || is_drawing(c)) || 3 * drawn >= t.chars().count() {
+            continue;
+        }
+        let t = strip_markers(t);
+        if t.is_empty() {
             continue;
         }
         if !out.is_empty() {
@@ -290,6 +473,39 @@ fn chant_text(content: &str) -> String {
         }
     }
     out
+}
+
+/// Divider, rule and box-drawing characters (markdown rules, ASCII and Unicode boxes, dot
+/// leaders, block elements).
+fn is_drawing(c: char) -> bool {
+    matches!(
+        c,
+        '-' | '=' | '*' | '_' | '#' | ':' | '|' | '+' | '.' | '~' | '`' | '·' | '…' | '•'
+    ) || ('\u{2500}'..='\u{259f}').contains(&c)
+}
+
+/// A line without its list or quote markers (`- `, `* `, `+ `, `1. `, `2) `, `- [ ] `, `> `).
+fn strip_markers(mut t: &str) -> &str {
+    loop {
+        let before = t;
+        t = t.trim_start();
+        if let Some(r) = t.strip_prefix('>') {
+            t = r;
+        } else if let Some(r) = ["- ", "* ", "+ ", "[ ] ", "[x] ", "[X] "]
+            .iter()
+            .find_map(|m| t.strip_prefix(m))
+        {
+            t = r;
+        } else {
+            let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+            if digits > 0 && digits <= 3 && matches!(t.as_bytes().get(digits), Some(b'.' | b')')) {
+                t = &t[digits + 1..];
+            }
+        }
+        if t.len() == before.len() {
+            return t;
+        }
+    }
 }
 
 fn chanting(cfg: &ContentConfig, content: &str, step: u64) -> Option<Finding> {
@@ -305,31 +521,36 @@ fn chanting(cfg: &ContentConfig, content: &str, step: u64) -> Option<Finding> {
     if b.len() < min {
         return None;
     }
-    let mut seen: BTreeMap<u64, (u32, usize)> = BTreeMap::new();
+    // Every occurrence counts, overlapping ones too: a phrase shorter than the chunk repeats
+    // with its own period, and a chunk of it recurs at every period.
+    let mut seen: BTreeMap<u64, u32> = BTreeMap::new();
     let mut repeated = 0usize;
     let mut best = (0u32, 0u64);
     for i in 0..=b.len() - k {
         let h = fnv64(&b[i..i + k]);
-        let e = seen.entry(h).or_insert((0, usize::MAX));
-        // Count non-overlapping occurrences only.
-        if e.1 == usize::MAX || i >= e.1 + k {
-            e.0 += 1;
-            e.1 = i;
-        }
-        if e.0 > 1 {
+        let e = seen.entry(h).or_insert(0);
+        *e += 1;
+        if *e > 1 {
             repeated += 1;
         }
-        if e.0 > best.0 {
-            best = (e.0, h);
+        if *e > best.0 {
+            best = (*e, h);
         }
     }
     let share = repeated as f64 / (b.len() - k + 1) as f64;
     if share < cfg.chant_repeated_share || best.0 < cfg.chant_min_repeats {
         return None;
     }
+    let stop = cfg.chant_stop_repeats > 0
+        && best.0 >= cfg.chant_stop_repeats
+        && share >= cfg.chant_stop_share;
     Some(Finding {
         detector: "content_repetition",
-        severity: Severity::Alert,
+        severity: if stop {
+            Severity::Stop
+        } else {
+            Severity::Alert
+        },
         pattern: format!(
             "chanting: {}-char chunk repeated {} times in one message",
             k, best.0

@@ -1,9 +1,17 @@
 //! Context pressure (loopcanary `context_pressure`): `tokens_in_context` over an absolute
 //! budget (a diagnostic warning that never corroborates: long healthy runs get there), or
 //! growing fast while tool outputs stay stuck (evidence of a loop that is also expensive).
+//!
+//! Two rules reach a verdict:
+//! * stale growth: the context grew by `stale_growth` tokens or more over `stale_steps` steps
+//!   or more in which nothing new came (no new tool output, no new action, no new message);
+//! * compaction loops: context-window failures and compactions (condensations) again and again
+//!   with nothing new between them (OpenHands calls adjacent condensations stuck; opencode caps
+//!   compaction attempts at two; Claude Code users reported hundreds in one session).
 use super::history::{Call, History, Members, CONTEXT};
-use super::{hex64, push_bounded, Finding, Latch, StepView};
+use super::{hex64, push_bounded, Finding, Latch, Levels, StepView};
 use crate::contract::Severity;
+use crate::engine::text::contains_ci;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -17,6 +25,12 @@ pub struct ContextConfig {
     pub rate_threshold: u64,
     pub window: usize,
     pub max_distinct_outputs: usize,
+    /// Stale growth: at least this many steps with nothing new (0 disables) ...
+    pub stale_steps: u32,
+    /// ... over which the context grew by at least this many tokens: alert; twice: stop.
+    pub stale_growth: u64,
+    /// Compactions or context-window failures with nothing new between them.
+    pub compactions: Levels,
 }
 
 impl Default for ContextConfig {
@@ -27,6 +41,9 @@ impl Default for ContextConfig {
             rate_threshold: 2000,
             window: 10,
             max_distinct_outputs: 2,
+            stale_steps: 4,
+            stale_growth: 16_000,
+            compactions: Levels::new(2, 3, 5),
         }
     }
 }
@@ -36,6 +53,33 @@ impl Default for ContextConfig {
 pub struct ContextState {
     samples: Samples,
     latch: Latch,
+    stale: Stale,
+}
+
+/// What the stale-growth and compaction rules remember, in 8 bytes (the boxed state then
+/// stays in the allocator size class it had): counts of new things are compared by their low
+/// 16 bits (they grow by at most three a step), the context size in thousands of tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Stale {
+    /// Novelty ([`ContextState::on_step`]) and context size at the last step that brought
+    /// something new, and the steps since, that one included.
+    mark: u16,
+    base_kilotokens: u16,
+    steps: u8,
+    /// Compactions in a row with nothing new between them, and the novelty at the last one.
+    compactions: u8,
+    compaction_mark: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<Stale>() == 8);
+
+fn low16(x: u64) -> u16 {
+    x as u16
+}
+
+fn kilotokens(tokens: u64) -> u16 {
+    u16::try_from(tokens / 1000).unwrap_or(u16::MAX)
 }
 
 /// The recent (step, tokens_in_context) samples, oldest first: 8 bytes each while both fit in
@@ -106,6 +150,9 @@ pub struct Record {
     samples: VecDeque<(u64, u64)>,
     outputs: VecDeque<u64>,
     latch: Latch,
+    /// Absent from records written before the stale and compaction rules.
+    #[serde(default)]
+    stale: Stale,
 }
 
 impl Record {
@@ -120,6 +167,7 @@ impl Record {
         ContextState {
             samples,
             latch: self.latch,
+            stale: self.stale,
         }
     }
 }
@@ -131,23 +179,58 @@ impl Serialize for Ser<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let outputs = Members(self.1, CONTEXT, |c: &Call| c.output);
-        let mut st = s.serialize_struct("ContextState", 3)?;
+        let mut st = s.serialize_struct("ContextState", 4)?;
         st.serialize_field("samples", &self.0.samples)?;
         st.serialize_field("outputs", &outputs)?;
         st.serialize_field("latch", &self.0.latch)?;
+        st.serialize_field("stale", &self.0.stale)?;
         st.end()
     }
 }
 
 const ABS: u64 = 1;
 const RATE: u64 = 2;
+const STALE: u64 = 3;
+const COMPACT: u64 = 4;
+
+/// Words of a failure or step text that say the context window overflowed.
+const OVERFLOW: &[&str] = &[
+    "context length",
+    "context_length_exceeded",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+];
+
+/// A compaction (condensation) step, or a context-window overflow.
+fn context_event(v: &StepView<'_>) -> bool {
+    let t = v.step.step_type.as_str();
+    if contains_ci(t, "compact") || contains_ci(t, "condens") {
+        return true;
+    }
+    let text = match (&v.failure, v.tool) {
+        (Some(f), _) => f.text.as_str(),
+        (None, None) => match v.canon.content(v.step) {
+            Some(c) if c.len() <= 2000 && contains_ci(t, "error") => c,
+            _ => return false,
+        },
+        (None, Some(_)) => return false,
+    };
+    OVERFLOW.iter().any(|w| contains_ci(text, w))
+}
 
 impl ContextState {
+    /// `novelty` counts what the run has seen that was new: (tool outputs and actions,
+    /// messages). Compactions are judged by the first alone: a compaction summary is a new
+    /// message every time, and says nothing new.
     pub fn on_step(
         &mut self,
         cfg: &ContextConfig,
         v: &StepView<'_>,
         hist: &mut History,
+        (tools, messages): (u64, u64),
         out: &mut Vec<Finding>,
     ) {
         if !cfg.enabled {
@@ -157,10 +240,15 @@ impl ContextState {
         if v.counted_tool() {
             hist.join(CONTEXT, w);
         }
+        let step = v.step.step_index;
+        if context_event(v) {
+            self.compaction(cfg, step, tools, out);
+        }
         let Some(tokens) = v.step.tokens_in_context else {
             return;
         };
-        let step = v.step.step_index;
+        let waits = v.counted_tool() && v.class.tolerates_same_output();
+        self.stale_growth(cfg, step, tokens, tools + messages, waits, out);
         self.samples.push((step, tokens), w);
         let over = cfg.abs_threshold > 0 && tokens >= cfg.abs_threshold;
         if let Some(sev) = self.latch.rise(ABS, over.then_some(Severity::Warn)) {
@@ -208,6 +296,92 @@ impl ContextState {
                 first_step_index: steps[0],
                 step_indices: steps,
                 evidence: serde_json::json!({"rule": "ballooning", "tokens_in_context": tokens}),
+                stop_reason: None,
+                corroborating: true,
+            });
+        }
+    }
+}
+
+impl ContextState {
+    fn compaction(&mut self, cfg: &ContextConfig, step: u64, novelty: u64, out: &mut Vec<Finding>) {
+        let st = &mut self.stale;
+        if st.compactions == 0 || st.compaction_mark != low16(novelty) {
+            st.compactions = 0;
+        }
+        st.compactions = st.compactions.saturating_add(1);
+        st.compaction_mark = low16(novelty);
+        let n = u32::from(st.compactions);
+        let level = (n >= cfg.compactions.floor())
+            .then(|| cfg.compactions.level(n))
+            .flatten();
+        if n == 1 {
+            self.latch.rearm(COMPACT);
+        }
+        if let Some(sev) = self.latch.rise(COMPACT, level) {
+            out.push(Finding {
+                detector: "context_pressure",
+                severity: sev,
+                pattern: format!("{n} compactions or context-window failures with nothing new between them"),
+                fingerprint: hex64(COMPACT),
+                hits: n,
+                step_indices: vec![step],
+                first_step_index: step,
+                evidence: serde_json::json!({"rule": "compaction_loop", "thresholds": cfg.compactions}),
+                stop_reason: None,
+                corroborating: true,
+            });
+        }
+    }
+
+    fn stale_growth(
+        &mut self,
+        cfg: &ContextConfig,
+        step: u64,
+        tokens: u64,
+        novelty: u64,
+        v_waits: bool,
+        out: &mut Vec<Finding>,
+    ) {
+        let st = &mut self.stale;
+        if v_waits {
+            // Waiting (a poll answering "still running") grows the context by design: the
+            // repeated-operation thresholds for polls judge it, not this rule.
+            st.base_kilotokens = kilotokens(tokens);
+            return;
+        }
+        if cfg.stale_steps == 0 || st.mark != low16(novelty) || st.steps == 0 {
+            st.mark = low16(novelty);
+            st.base_kilotokens = kilotokens(tokens);
+            st.steps = 1;
+            self.latch.rearm(STALE);
+            return;
+        }
+        st.steps = st.steps.saturating_add(1);
+        let grown = u64::from(kilotokens(tokens).saturating_sub(st.base_kilotokens)) * 1000;
+        let quiet = u32::from(st.steps - 1);
+        let level = if quiet < cfg.stale_steps || grown < cfg.stale_growth {
+            None
+        } else if grown >= cfg.stale_growth.saturating_mul(2) {
+            Some(Severity::Stop)
+        } else {
+            Some(Severity::Alert)
+        };
+        if let Some(sev) = self.latch.rise(STALE, level) {
+            out.push(Finding {
+                detector: "context_pressure",
+                severity: sev,
+                pattern: format!("context grew {grown} tokens over {quiet} steps with nothing new"),
+                fingerprint: hex64(STALE),
+                hits: quiet,
+                step_indices: vec![step],
+                first_step_index: step,
+                evidence: serde_json::json!({
+                    "rule": "stale_growth",
+                    "tokens_in_context": tokens,
+                    "grown": grown,
+                    "steps": quiet,
+                }),
                 stop_reason: None,
                 corroborating: true,
             });

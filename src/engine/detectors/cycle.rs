@@ -2,6 +2,11 @@
 //! different actions A→B(→C→D) repeating back to back, with the *same output on every leg*
 //! each time round. A read→edit→read→edit sequence whose reads change is progress and stays
 //! quiet. Blocks containing a repeatable tool (poll + sleep) need many more rounds.
+//!
+//! Short blocks (up to `short_len` actions, the ping-pong and A→B→C shapes) are judged by the
+//! legs repeated, not by whole rounds: two rounds warn, the first leg of a third round with
+//! the same output alerts, and three full rounds stop (OpenHands' alternating pattern: three
+//! rounds of A→B with identical observations is stuck).
 use super::history::{self, Call, History, Members, CYCLE};
 use super::{hex64, Finding, Latch, Levels, StepView};
 use crate::engine::text::key64;
@@ -18,6 +23,46 @@ pub struct CycleConfig {
     /// In full rounds of the block (2 = the block seen twice).
     pub normal: Levels,
     pub repeatable: Levels,
+    /// Blocks of at most this many actions (not repeatable) use `short_legs`. 0 disables.
+    pub short_len: usize,
+    /// For short blocks of `p` actions, in legs repeated beyond the first round, as multiples
+    /// of `p` plus an offset: warn at `p` (two rounds), alert at `p + 1`, stop at `2p`.
+    pub short_legs: ShortLegs,
+}
+
+/// Leg thresholds of short cycles: level `x` is reached at `x.rounds * p + x.legs` repeated
+/// legs (0 rounds and 0 legs disables the level).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShortLegs {
+    pub warn: LegCount,
+    pub alert: LegCount,
+    pub stop: LegCount,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LegCount {
+    pub rounds: u32,
+    pub legs: u32,
+}
+
+impl Default for ShortLegs {
+    fn default() -> Self {
+        Self {
+            warn: LegCount { rounds: 1, legs: 0 },
+            alert: LegCount { rounds: 1, legs: 1 },
+            stop: LegCount { rounds: 2, legs: 0 },
+        }
+    }
+}
+
+impl ShortLegs {
+    /// Levels in repeated legs for a block of `p` actions.
+    fn levels(&self, p: u32) -> Levels {
+        let at = |x: LegCount| x.rounds.saturating_mul(p).saturating_add(x.legs);
+        Levels::new(at(self.warn), at(self.alert), at(self.stop))
+    }
 }
 
 impl Default for CycleConfig {
@@ -27,6 +72,8 @@ impl Default for CycleConfig {
             max_len: 6,
             normal: Levels::new(2, 3, 5),
             repeatable: Levels::new(6, 10, 20),
+            short_len: 8,
+            short_legs: ShortLegs::default(),
         }
     }
 }
@@ -169,12 +216,15 @@ impl CycleState {
             // with one status check in it (`git rebase` / `git status` / `git rebase --abort`)
             // is not.
             let repeatable = 2 * (n - p..n).filter(|&i| h.get(i).repeatable).count() >= p;
-            let levels = if repeatable {
-                cfg.repeatable
+            let short = !repeatable && p <= cfg.short_len;
+            let (levels, count) = if short {
+                (cfg.short_legs.levels(p as u32), run as u32)
+            } else if repeatable {
+                (cfg.repeatable, rounds)
             } else {
-                cfg.normal
+                (cfg.normal, rounds)
             };
-            if let Some(sev) = self.latch.rise(key, levels.level(rounds)) {
+            if let Some(sev) = self.latch.rise(key, levels.level(count)) {
                 let steps: Vec<u64> = (n - run - p..n).map(|i| h.get(i).step).collect();
                 out.push(Finding {
                     detector: "cycle",
@@ -188,7 +238,9 @@ impl CycleState {
                         "length": p,
                         "rounds": rounds,
                         "repeatable": repeatable,
+                        "repeated_legs": run,
                         "thresholds": levels,
+                        "thresholds_in": if short { "repeated_legs" } else { "rounds" },
                     }),
                     stop_reason: None,
                     corroborating: true,

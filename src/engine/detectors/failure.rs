@@ -40,7 +40,10 @@ impl Default for FailureConfig {
             other: Levels::new(0, 3, 6),
             varying_permanent: Levels::new(0, 3, 6),
             varying_retryable: Levels::new(0, 8, 0),
-            varying_recoverable: Levels::new(3, 5, 0),
+            // Different edits failing with "not found", each after re-reading, is the recovery
+            // the edit tools prescribe (loopctl exempts recoverable errors outright): a third is
+            // still adapting.
+            varying_recoverable: Levels::new(4, 6, 0),
             varying_other: Levels::new(3, 5, 0),
         }
     }
@@ -81,23 +84,28 @@ fn evict(m: &mut VecMap<u64, Streak>) {
 }
 
 impl FailureState {
+    /// Returns whether a streak already reported ended in a success (the run recovered: what
+    /// it reported should no longer corroborate other detectors).
     pub fn on_step(
         &mut self,
         cfg: &FailureConfig,
         v: &StepView<'_>,
         before: &Progress,
         out: &mut Vec<Finding>,
-    ) {
+    ) -> bool {
         if !cfg.enabled || !v.counted_tool() {
-            return;
+            return false;
         }
         let Some(f) = v.failure.as_ref() else {
             // Success: this call and this tool's error streaks are over.
+            let mut recovered = false;
             if let Some(s) = self.by_op.remove(&v.primary_key) {
-                self.latch.rearm(key64(
+                let k = key64(
                     "fail.op",
                     &[&v.primary_key.to_le_bytes(), &s.error.to_le_bytes()],
-                ));
+                );
+                recovered |= self.latch.has(k);
+                self.latch.rearm(k);
             }
             let gone: Vec<u64> = self
                 .by_error
@@ -107,9 +115,10 @@ impl FailureState {
                 .collect();
             for k in gone {
                 self.by_error.remove(&k);
+                recovered |= self.latch.has(k);
                 self.latch.rearm(k);
             }
-            return;
+            return recovered;
         };
         let step = v.step.step_index;
         let novel = before.novel_actions;
@@ -199,6 +208,7 @@ impl FailureState {
             }
         }
         evict(&mut self.by_error);
+        false
     }
 }
 

@@ -581,6 +581,12 @@ impl History {
         self.calls.holding(self.first(bit), bit)
     }
 
+    /// `bit`'s newest call, found from the end (no walk back over the window to its start,
+    /// as [`History::members`] does for a scan in order).
+    pub fn last(&self, bit: u8) -> Option<Call> {
+        self.calls.holding(0, bit).next_back()
+    }
+
     /// `bit`'s window with indexed access: a view of the newest calls when they are all in it
     /// (the usual case), else a list.
     pub fn view(&self, bit: u8) -> View<'_> {

@@ -514,6 +514,11 @@ impl Latch {
         self.remove(key);
     }
 
+    /// Whether a level was reported for `key` (and not re-armed since).
+    pub fn has(&self, key: u64) -> bool {
+        self.find(key).is_ok()
+    }
+
     pub fn keys(&self) -> Vec<u64> {
         self.fired.iter().map(|(k, _)| *k).collect()
     }
@@ -667,9 +672,14 @@ pub struct Progress {
     /// are a few percent of an open run.
     recent: Vec<u32>,
     outputs: u32,
+    /// Repeated operation's streak: how many of the newest counted tool calls were the same
+    /// call with the same output, back to back (0 after a failure). Here, in what would be
+    /// padding, rather than in the repeat state, which would grow a size class.
+    streak: u32,
 }
 
-/// What records hold: the two recent sets as separate sequences.
+/// What records hold: the two recent sets as separate sequences. Records written before the
+/// streak was kept restore with none (the next identical call starts one).
 #[derive(Serialize, Deserialize)]
 #[serde(rename = "Progress")]
 struct ProgressRecord<O, A> {
@@ -678,6 +688,8 @@ struct ProgressRecord<O, A> {
     novel_actions: u64,
     recent_outputs: O,
     recent_actions: A,
+    #[serde(default)]
+    streak: u32,
 }
 
 impl Serialize for Progress {
@@ -689,6 +701,7 @@ impl Serialize for Progress {
             novel_actions: self.novel_actions,
             recent_outputs: o,
             recent_actions: a,
+            streak: self.streak,
         }
         .serialize(s)
     }
@@ -707,6 +720,7 @@ impl<'de> Deserialize<'de> for Progress {
             novel_actions: r.novel_actions,
             recent,
             outputs,
+            streak: r.streak,
         })
     }
 }
@@ -723,6 +737,7 @@ impl Progress {
             novel_actions: self.novel_actions,
             recent: Vec::new(),
             outputs: 0,
+            streak: self.streak,
         }
     }
 
@@ -887,11 +902,19 @@ impl RunDetectors {
         self.budget.on_step(&cfg.budget, &v, run, out);
         // A run with no failure streaks stays without one on a success: nothing to run.
         if self.failure.get().is_some() || v.failure.is_some() {
-            self.failure
+            let recovered = self
+                .failure
                 .with(|f| f.on_step(&cfg.failure, &v, &before, out));
+            if recovered && self.policy.get().is_some() {
+                // Errors that recover are not evidence any more (goose resets its error streak
+                // on a success): they must not turn another detector's warning into an alert.
+                self.policy.with(|p| p.forget("repeated_failure"));
+            }
         }
         let h = &mut self.history;
-        self.repeat.on_step(&cfg.repeat, &v, &before, h, out);
+        let streak = &mut self.progress.streak;
+        self.repeat
+            .on_step(&cfg.repeat, &v, &before, streak, h, out);
         self.stall.on_step(&cfg.stall, &v, h, out);
         self.cycle.on_step(&cfg.cycle, &v, h, out);
         self.neardup
@@ -901,7 +924,10 @@ impl RunDetectors {
         self.content
             .with(|c| c.on_step(&cfg.content, &v, &before, now, out));
         let h = &mut self.history;
-        self.context.with(|c| c.on_step(&cfg.context, &v, h, out));
+        let messages = self.content.get().map_or(0, |c| c.novel_messages());
+        let tools = self.progress.novel_outputs + self.progress.novel_actions;
+        self.context
+            .with(|c| c.on_step(&cfg.context, &v, h, (tools, messages), out));
         self.history.settle();
         let seq = self.progress.seq;
         // Nothing recent and nothing found: the policy has nothing to do or remember.

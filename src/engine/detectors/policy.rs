@@ -64,6 +64,11 @@ fn static_names<'de, D: serde::Deserializer<'de>>(
 }
 
 impl PolicyState {
+    /// Drops what `detector` reported from the corroborating evidence.
+    pub fn forget(&mut self, detector: &str) {
+        self.recent.retain(|(d, _)| d != detector);
+    }
+
     pub fn apply(&mut self, cfg: &PolicyConfig, seq: u64, findings: &mut [Finding]) {
         if !cfg.enabled {
             return;

@@ -3,6 +3,13 @@
 //! same call with a different output is progress: it purges that call's older entries and
 //! re-arms its warnings (loopctl's rule), so a poll that finally changes is never flagged.
 //! Failed calls are left to `repeated_failure`, which knows retry semantics.
+//!
+//! The strongest evidence is the same call answered the same way back to back, with no other
+//! tool call in between (thoughts do not count: they bring no new input): the in-process
+//! guards block it early (Roo Code and Cline at the third identical consecutive call, OpenHands
+//! at four identical action-observation pairs), so such a streak alerts at 3 and stops at 4.
+//! Any other call, a failure, or a different answer ends the streak; interleaved repeats keep
+//! the window's thresholds.
 use super::history::{Call, History, Members, REPEAT};
 use super::{hex64, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
@@ -23,6 +30,10 @@ pub struct RepeatConfig {
     pub normal: Levels,
     /// OpenClaw's poll proposal (#16808): warn at 10 unchanged polls, kill at twice that.
     pub repeatable: Levels,
+    /// The same call with the same result back to back, no other tool call in between. Only
+    /// for tools that do not tolerate the same output (waiting keeps `repeatable`) and have no
+    /// per-tool `repeat` levels.
+    pub consecutive: Levels,
     /// The count starts over when at least this many new successful actions happened since the
     /// previous occurrence (re-reading a config file between edits of different files is work,
     /// the same rule `repeated_failure` applies to "other" failures). 0 disables.
@@ -37,6 +48,7 @@ impl Default for RepeatConfig {
             window_repeatable: 48,
             normal: Levels::new(3, 5, 10),
             repeatable: Levels::new(10, 20, 40),
+            consecutive: Levels::new(0, 3, 4),
             reset_after_new_actions: 2,
         }
     }
@@ -69,6 +81,8 @@ impl Serialize for Entry {
 }
 
 /// The window itself is the run's shared [`History`] (bit [`REPEAT`]).
+/// The streak of identical calls back to back is kept in [`Progress::streak`], where it costs
+/// no bytes (a run's state is held within an allocator size class).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RepeatState {
     latch: Latch,
@@ -147,13 +161,27 @@ impl RepeatState {
         cfg: &RepeatConfig,
         v: &StepView<'_>,
         before: &Progress,
+        streak: &mut u32,
         hist: &mut History,
         out: &mut Vec<Finding>,
     ) {
-        if !cfg.enabled || !v.counted_tool() || v.failure.is_some() {
+        if !cfg.enabled || !v.counted_tool() {
+            return;
+        }
+        if v.failure.is_some() {
+            // A failure between two identical calls is something happening, not a repeat.
+            *streak = 0;
             return;
         }
         let repeatable = v.class.tolerates_same_output();
+        // Back to back: the window's newest entry (before this call joins) is the previous
+        // counted call whenever a streak runs, since a failure or another call ends it.
+        let again = *streak > 0
+            && hist
+                .last(REPEAT)
+                .is_some_and(|e| e.primary == v.primary_key && e.output == v.output_key);
+        *streak = if again { streak.saturating_add(1) } else { 1 };
+        let streak = *streak;
         let mut ops = OpKeys::default();
         let same = |e: &Call| e.primary == v.primary_key && e.output == v.output_key;
         let stale_entry = |e: &Call| e.primary == v.primary_key && e.output != v.output_key;
@@ -227,11 +255,15 @@ impl RepeatState {
             hits,
             hist.members(REPEAT).skip(start).filter(|e| same(e)).count() as u32
         );
-        let level = if hits >= levels.floor() {
+        let mut level = if hits >= levels.floor() {
             levels.level(hits)
         } else {
             None
         };
+        let strict = !repeatable && v.policy.and_then(|p| p.repeat).is_none();
+        if strict && streak >= cfg.consecutive.floor() {
+            level = level.max(cfg.consecutive.level(streak));
+        }
         // Nothing to raise and nothing to re-arm: the key is not needed.
         if level.is_none() && !self.armed() {
             return;
@@ -284,6 +316,7 @@ impl RepeatState {
                     "tool_class": v.class,
                     "window": window,
                     "thresholds": levels,
+                    "consecutive": streak,
                     "input_fingerprint": v.canon.fps.canonical_input.map(hex::encode),
                     "output_fingerprint": v.canon.fps.canonical_output.map(hex::encode),
                 }),

@@ -1,0 +1,154 @@
+"""What the guard knows about watched runs: pure bookkeeping, no Kafka, no threads of its own.
+
+The guard's consumer thread calls `offer()` with each decoded output event of a watched run;
+agent threads call `stop_of()` (a dict lookup) before each step. Signals are delivered at least
+once, so a repeated `event_id` is counted and otherwise ignored: a run stops once, however many
+copies of its stop signal arrive.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Dict, List, Optional
+
+SEVERITIES = ("info", "warn", "alert", "stop")
+_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+SIGNAL_KINDS = ("loop_warning", "loop_detected")
+
+
+def severity_rank(severity: str) -> int:
+    """info < warn < alert < stop, as eddy orders them; unknown names are rejected."""
+    try:
+        return _RANK[severity]
+    except KeyError:
+        raise ValueError(f"unknown severity {severity!r}: expected one of {', '.join(SEVERITIES)}") from None
+
+
+class LoopDetected(Exception):
+    """eddy's verdict on a watched run reached the guard's `min_severity`: stop the run."""
+
+    def __init__(self, signal: Dict[str, Any]):
+        self.signal = signal
+        self.event_id: str = signal.get("event_id", "")
+        self.project_id: str = signal.get("project_id", "")
+        self.run_id: str = signal.get("run_id", "")
+        self.detector: str = signal.get("detector", "")
+        self.severity: str = signal.get("severity", "")
+        self.pattern: str = signal.get("pattern", "")
+        self.step_index: Optional[int] = signal.get("step_index")
+        self.step_indices: List[int] = list(signal.get("step_indices") or [])
+        self.first_step_index: Optional[int] = signal.get("first_step_index")
+        self.evidence: Any = signal.get("evidence")
+        super().__init__(
+            f"eddy stopped run {self.run_id}: {self.detector} ({self.severity}) {self.pattern} "
+            f"at steps {self.step_indices}"
+        )
+
+    def __reduce__(self):  # picklable across processes (multiprocessing RL workers)
+        return (LoopDetected, (self.signal,))
+
+
+class _Run:
+    __slots__ = ("project_id", "seen", "signals", "strongest", "stop", "terminated")
+
+    def __init__(self, project_id: Optional[str]):
+        self.project_id = project_id
+        self.seen: set = set()
+        self.signals: List[Dict[str, Any]] = []
+        self.strongest: Optional[Dict[str, Any]] = None
+        self.stop: Optional[LoopDetected] = None
+        self.terminated: Optional[Dict[str, Any]] = None
+
+
+class Verdicts:
+    """Watched runs and the signals that arrived for them."""
+
+    def __init__(self, min_severity: str = "stop", max_watched: int = 100_000):
+        self.min_rank = severity_rank(min_severity)
+        self.min_severity = min_severity
+        self.max_watched = max_watched
+        self._runs: "OrderedDict[str, _Run]" = OrderedDict()
+        # Only the stopped runs, so the agent's check is one lookup in a small dict.
+        self._stops: Dict[str, LoopDetected] = {}
+        self._lock = threading.Lock()
+        self.received = 0
+        self.duplicates = 0
+        self.ignored = 0
+
+    # ---- agent side
+    def watch(self, run_id: str, project_id: Optional[str] = None) -> None:
+        with self._lock:
+            if run_id in self._runs:
+                if project_id is not None and self._runs[run_id].project_id is None:
+                    self._runs[run_id].project_id = project_id
+                return
+            self._runs[run_id] = _Run(project_id)
+            while len(self._runs) > self.max_watched:
+                old, _ = self._runs.popitem(last=False)
+                self._stops.pop(old, None)
+
+    def unwatch(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.pop(run_id, None)
+            self._stops.pop(run_id, None)
+
+    def is_watched(self, run_id: str) -> bool:
+        return run_id in self._runs
+
+    def stop_of(self, run_id: str) -> Optional[LoopDetected]:
+        return self._stops.get(run_id)
+
+    def check(self, run_id: str) -> None:
+        stop = self._stops.get(run_id)
+        if stop is not None:
+            # A fresh exception per raise: re-raising one instance would grow its traceback.
+            raise LoopDetected(stop.signal)
+
+    def verdict(self, run_id: str) -> Optional[Dict[str, Any]]:
+        """The strongest signal of the run so far (first of equals), whatever min_severity."""
+        run = self._runs.get(run_id)
+        return run.strongest if run else None
+
+    def signals(self, run_id: str) -> List[Dict[str, Any]]:
+        run = self._runs.get(run_id)
+        return list(run.signals) if run else []
+
+    def terminated(self, run_id: str) -> Optional[Dict[str, Any]]:
+        run = self._runs.get(run_id)
+        return run.terminated if run else None
+
+    # ---- consumer side
+    def offer(self, event: Dict[str, Any]) -> Optional[LoopDetected]:
+        """Take one output event; returns the LoopDetected when this event newly stops its run."""
+        if not isinstance(event, dict):
+            self.ignored += 1
+            return None
+        run_id = event.get("run_id")
+        with self._lock:
+            run = self._runs.get(run_id) if isinstance(run_id, str) else None
+            if run is None or (run.project_id is not None and event.get("project_id") != run.project_id):
+                self.ignored += 1
+                return None
+            event_id = event.get("event_id")
+            if event_id in run.seen:
+                self.duplicates += 1
+                return None
+            if event_id is not None:
+                run.seen.add(event_id)
+            self.received += 1
+            kind = event.get("kind")
+            if kind == "run_terminated":
+                run.terminated = event
+                return None
+            if kind not in SIGNAL_KINDS:
+                self.ignored += 1
+                return None
+            rank = _RANK.get(event.get("severity"), -1)
+            run.signals.append(event)
+            if run.strongest is None or rank > _RANK.get(run.strongest.get("severity"), -1):
+                run.strongest = event
+            if run.stop is None and rank >= self.min_rank:
+                run.stop = LoopDetected(event)
+                self._stops[run_id] = run.stop
+                return run.stop
+            return None

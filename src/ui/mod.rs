@@ -1,0 +1,94 @@
+//! `eddy ui`: a read-only loop explorer over the ClickHouse tables.
+//!
+//! Server-rendered HTML with inline SVG charts, everything compiled into the binary: no writes,
+//! no script or stylesheet fetched from anywhere at run time. Pages: the fleet (`/`), one run
+//! (`/runs/{project_id}/{run_id}`), the live signals (`/live`, fed by server-sent events from an
+//! assign-only reader of the output topic starting at its end) and a search (`/search`).
+//! Every query reads with `FINAL` (exact under redelivery) and uses only functions Debian's
+//! ClickHouse 18.16 has.
+mod html;
+mod live;
+mod queries;
+mod routes;
+mod svg;
+
+use crate::config::Config;
+use crate::verdict::{consumer, VerdictTable, Verdicts};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UiError {
+    #[error("ui_addr `{0}` is not a socket address")]
+    Addr(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("server: {0}")]
+    Serve(#[source] std::io::Error),
+    #[error(transparent)]
+    Sink(#[from] crate::sink::SinkError),
+    #[error(transparent)]
+    Verdict(#[from] crate::verdict::VerdictError),
+    #[error(transparent)]
+    Query(#[from] crate::query::QueryError),
+    #[error("{0}")]
+    BadRequest(String),
+}
+
+pub(crate) struct AppState {
+    client: clickhouse::Client,
+    verdicts: Arc<Verdicts>,
+    stop: CancellationToken,
+}
+
+/// Serve until `shutdown` is cancelled. Prints the address it listens on (one line on stdout),
+/// so a caller binding port 0 learns the port.
+pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), UiError> {
+    let sink = crate::sink::ClickHouseSink::connect(&cfg).await?;
+    let client = sink
+        .client()
+        .clone()
+        .with_database(&cfg.clickhouse_database);
+    let verdicts = Verdicts::new(VerdictTable::new(cfg.verdicts.clone()));
+    // No look-back: the live page shows what arrives from now on.
+    let reader = consumer::spawn(
+        consumer::Source {
+            props: cfg.kafka_client_props(),
+            topic: cfg.output_topic.clone(),
+            lookback: std::time::Duration::ZERO,
+        },
+        verdicts.clone(),
+        shutdown.child_token(),
+    )?;
+    let state = Arc::new(AppState {
+        client,
+        verdicts,
+        stop: shutdown.child_token(),
+    });
+    let addr: SocketAddr = cfg
+        .ui_addr
+        .parse()
+        .map_err(|_| UiError::Addr(cfg.ui_addr.clone()))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| UiError::Bind {
+            addr: cfg.ui_addr.clone(),
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(UiError::Serve)?;
+    println!("eddy ui: http://{bound}/");
+    tracing::info!(%bound, database = %cfg.clickhouse_database, "eddy ui listening");
+    let stop = shutdown.clone();
+    axum::serve(listener, routes::router(state))
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
+        .map_err(UiError::Serve)?;
+    shutdown.cancel();
+    let _ = reader.await;
+    Ok(())
+}

@@ -117,6 +117,13 @@ pub struct Config {
     /// `eddy ingest-http`'s admin server (/metrics, /livez, /readyz); unset, none is started
     /// (`admin_addr` is the worker's, which may run on the same host).
     pub ingest_admin_addr: Option<String>,
+    /// `eddy ingest-otlp` (OTLP/HTTP traces receiver, `POST /v1/traces`) listens here.
+    pub otlp_addr: String,
+    /// `eddy ingest-otlp`: the project of spans whose resource has no `eddy.project.id` (when
+    /// `ingest_api_keys` is set, the key names the project instead).
+    pub otlp_default_project: String,
+    /// `eddy ingest-otlp`'s admin server (/metrics, /livez, /readyz); unset, none is started.
+    pub otlp_admin_addr: Option<String>,
     /// `eddy ingest-http`'s verdict table (the `/verdict` and `/signals` routes): how far back
     /// it reads the signals topic at start, how many runs and for how long it remembers.
     pub verdicts: crate::verdict::VerdictConfig,
@@ -182,6 +189,9 @@ impl Default for Config {
             ui_addr: "127.0.0.1:8090".into(),
             ingest_api_keys: BTreeMap::new(),
             ingest_admin_addr: None,
+            otlp_addr: "127.0.0.1:4318".into(),
+            otlp_default_project: "default".into(),
+            otlp_admin_addr: None,
             verdicts: crate::verdict::VerdictConfig::default(),
             max_message_bytes: 1024 * 1024,
             dlq_max_payload_bytes: 900_000,
@@ -521,6 +531,7 @@ fn text_keys() -> Vec<String> {
         "clickhouse_ca_file",
         "clickhouse_cluster",
         "ingest_admin_addr",
+        "otlp_admin_addr",
         "kafka_security_protocol",
         "kafka_sasl_mechanism",
         "kafka_sasl_username",

@@ -135,6 +135,14 @@ enum Cmd {
         #[arg(long)]
         addr: Option<String>,
     },
+    /// Serve an OTLP/HTTP traces receiver (POST /v1/traces) and publish agent spans as v1 events.
+    IngestOtlp {
+        #[command(flatten)]
+        common: Common,
+        /// Listen address (EDDY_OTLP_ADDR; default 127.0.0.1:4318, the OTLP/HTTP port).
+        #[arg(long)]
+        addr: Option<String>,
+    },
     /// Serve the read-only loop explorer (fleet, runs, live signals, search) over ClickHouse.
     Ui {
         #[command(flatten)]
@@ -226,6 +234,16 @@ fn main() -> Result<()> {
             runtime()?.block_on(async {
                 let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
                 eddy::ingest::serve(cfg, eddy::worker::shutdown_on_signal(grace)).await
+            })?;
+            Ok(())
+        }
+        Cmd::IngestOtlp { common, addr } => {
+            let mut overrides = common.overrides();
+            overrides.extend(addr.map(|a| ("otlp_addr", a)));
+            let cfg = Config::load(cli.config.as_deref(), &overrides)?;
+            runtime()?.block_on(async {
+                let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
+                eddy::ingest::otlp::serve(cfg, eddy::worker::shutdown_on_signal(grace)).await
             })?;
             Ok(())
         }

@@ -24,6 +24,7 @@
 //! Not reproduced: keelwave's rate limits (429) and its other ingest routes (`/v1/ingest/ai`,
 //! `/events`, `/metrics`), which have no v1 equivalent.
 mod metrics;
+pub mod otlp;
 mod runs;
 mod verdict;
 mod wire;
@@ -56,7 +57,7 @@ use wire::Violations;
 /// keelwave's `maxRequestBytes`.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// Requests waiting for the broker at most (keelwave's `BATCH_QUEUE_DEPTH`); past it, 503.
-const QUEUE_DEPTH: usize = 10_000;
+pub(crate) const QUEUE_DEPTH: usize = 10_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -150,10 +151,40 @@ impl IngestError {
     }
 }
 
-struct Job {
-    key: String,
-    payload: Vec<u8>,
-    done: oneshot::Sender<Result<(), String>>,
+/// One message for the publisher; `done` gets the broker's answer.
+pub(crate) struct Job {
+    pub(crate) key: String,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) done: oneshot::Sender<Result<(), String>>,
+}
+
+/// keelwave's `extractKey` + `auth.Parse` + lookup: `Authorization: Bearer <k>`,
+/// `Authorization: <k>` or `X-API-Key: <k>`; trimmed, must start with `kw_`.
+pub(crate) fn authenticate(
+    keys: &HashMap<[u8; 32], Arc<str>>,
+    headers: &HeaderMap,
+) -> Result<Arc<str>, IngestError> {
+    let header_str = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .unwrap_or_default()
+    };
+    let auth = header_str("authorization");
+    let raw = if !auth.is_empty() {
+        match auth.strip_prefix("Bearer ") {
+            Some(k) => k.to_string(),
+            None => auth,
+        }
+    } else {
+        header_str("x-api-key")
+    };
+    let key = raw.trim();
+    if key.is_empty() || !key.starts_with("kw_") {
+        return Err(IngestError::Unauthorized);
+    }
+    let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+    keys.get(&digest).cloned().ok_or(IngestError::Unauthorized)
 }
 
 struct AppState {
@@ -172,33 +203,8 @@ impl AppState {
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// keelwave's `extractKey` + `auth.Parse` + lookup: `Authorization: Bearer <k>`,
-    /// `Authorization: <k>` or `X-API-Key: <k>`; trimmed, must start with `kw_`.
     fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<str>, IngestError> {
-        let header_str = |name: &str| {
-            headers
-                .get(name)
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                .unwrap_or_default()
-        };
-        let auth = header_str("authorization");
-        let raw = if !auth.is_empty() {
-            match auth.strip_prefix("Bearer ") {
-                Some(k) => k.to_string(),
-                None => auth,
-            }
-        } else {
-            header_str("x-api-key")
-        };
-        let key = raw.trim();
-        if key.is_empty() || !key.starts_with("kw_") {
-            return Err(IngestError::Unauthorized);
-        }
-        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
-        self.keys
-            .get(&digest)
-            .cloned()
-            .ok_or(IngestError::Unauthorized)
+        authenticate(&self.keys, headers)
     }
 
     /// Produce one event and wait for the broker's acknowledgement.
@@ -547,7 +553,7 @@ async fn health() -> Response {
 /// Group commit: take every request waiting, hand them all to librdkafka, flush once, and
 /// answer each. A failed flush fails the whole group (the clients retry; eddy counts a step
 /// seen twice as a redelivery, never as a repeat).
-async fn publisher(mut emitter: Emitter, topic: String, mut jobs: mpsc::Receiver<Job>) {
+pub(crate) async fn publisher(mut emitter: Emitter, topic: String, mut jobs: mpsc::Receiver<Job>) {
     while let Some(first) = jobs.recv().await {
         let mut batch = vec![first];
         while batch.len() < QUEUE_DEPTH {
@@ -572,7 +578,7 @@ async fn publisher(mut emitter: Emitter, topic: String, mut jobs: mpsc::Receiver
     }
 }
 
-fn key_table(cfg: &Config) -> Result<HashMap<[u8; 32], Arc<str>>, IngestError> {
+pub(crate) fn key_table(cfg: &Config) -> Result<HashMap<[u8; 32], Arc<str>>, IngestError> {
     let mut keys = HashMap::new();
     for (n, (key, project)) in cfg.ingest_api_keys.iter().enumerate() {
         // Never echo a key: name it by position only.

@@ -110,3 +110,19 @@ Arguments: (dict "m" MAP "path" LIST-OF-TABLE-KEYS)
 {{- $parts := int (default (default 12 .Values.config.topic_partitions) $k.partitions) }}
 {{- min (int $k.maxReplicaCount) $parts }}
 {{- end }}
+
+{{/* The OTLP receiver's pods: a name of their own, so the worker's selector never takes them. */}}
+{{- define "eddy.otlp.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "eddy.name" . }}-otlp
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: otlp-receiver
+{{- end }}
+
+{{- define "eddy.otlp.labels" -}}
+helm.sh/chart: {{ include "eddy.chart" . }}
+{{ include "eddy.otlp.selectorLabels" . }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}

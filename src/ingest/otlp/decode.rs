@@ -1,0 +1,101 @@
+//! Request bodies to `ExportTraceServiceRequest` and responses back, in the request's
+//! encoding (OTLP/HTTP: `application/x-protobuf` or `application/json`, optionally gzip).
+use super::error::OtlpError;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message;
+use std::io::Read;
+
+/// The two OTLP/HTTP encodings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Protobuf,
+    Json,
+}
+
+impl Encoding {
+    /// From `Content-Type` (parameters such as `; charset=utf-8` ignored).
+    pub fn from_content_type(ct: Option<&str>) -> Result<Self, OtlpError> {
+        let ct = ct.unwrap_or_default();
+        let mime = ct.split(';').next().unwrap_or_default().trim();
+        match mime.to_ascii_lowercase().as_str() {
+            "application/x-protobuf" | "application/protobuf" => Ok(Self::Protobuf),
+            "application/json" => Ok(Self::Json),
+            _ => Err(OtlpError::UnsupportedMediaType(ct.to_string())),
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Protobuf => "application/x-protobuf",
+            Self::Json => "application/json",
+        }
+    }
+}
+
+/// Undo `Content-Encoding` (`gzip` or none), reading at most `limit` bytes of the result: a
+/// small compressed body may not expand without bound.
+pub fn decompress(
+    body: &[u8],
+    content_encoding: Option<&str>,
+    limit: usize,
+) -> Result<Vec<u8>, OtlpError> {
+    match content_encoding.map(str::trim).unwrap_or_default() {
+        "" | "identity" => Ok(body.to_vec()),
+        e if e.eq_ignore_ascii_case("gzip") => {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(body)
+                .take(limit as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| OtlpError::Malformed(format!("gzip body: {e}")))?;
+            if out.len() > limit {
+                return Err(OtlpError::TooLarge(limit));
+            }
+            Ok(out)
+        }
+        other => Err(OtlpError::Malformed(format!(
+            "unsupported Content-Encoding `{other}` (gzip or none)"
+        ))),
+    }
+}
+
+pub fn decode(bytes: &[u8], enc: Encoding) -> Result<ExportTraceServiceRequest, OtlpError> {
+    match enc {
+        Encoding::Protobuf => ExportTraceServiceRequest::decode(bytes)
+            .map_err(|e| OtlpError::Malformed(format!("protobuf body: {e}"))),
+        Encoding::Json => {
+            let mut v: serde_json::Value = serde_json::from_slice(bytes)
+                .map_err(|e| OtlpError::Malformed(format!("JSON body: {e}")))?;
+            quote_nanos(&mut v);
+            serde_json::from_value(v).map_err(|e| OtlpError::Malformed(format!("JSON body: {e}")))
+        }
+    }
+}
+
+/// OTLP/JSON writes the 64-bit `*UnixNano` times as decimal strings, and receivers accept
+/// plain numbers too (protobuf's JSON mapping does); opentelemetry-proto reads only the
+/// strings, so numbers are turned into them first.
+fn quote_nanos(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, val) in m.iter_mut() {
+                if k.ends_with("UnixNano") {
+                    if let serde_json::Value::Number(n) = val {
+                        *val = serde_json::Value::String(n.to_string());
+                        continue;
+                    }
+                }
+                quote_nanos(val);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(quote_nanos),
+        _ => {}
+    }
+}
+
+/// `message` in `enc` (a response body, or the `google.rpc.Status` of an error).
+pub fn encode<M: Message + serde::Serialize>(message: &M, enc: Encoding) -> Vec<u8> {
+    match enc {
+        Encoding::Protobuf => message.encode_to_vec(),
+        Encoding::Json => serde_json::to_vec(message).unwrap_or_else(|_| b"{}".to_vec()),
+    }
+}

@@ -219,6 +219,10 @@ pub struct RunTruth {
     pub kind: Kind,
     /// step_index of the first looping step.
     pub loop_from: Option<u64>,
+    /// step_index at which a reviewer would first call the run a loop: the third repeat of a
+    /// call or thought (the second of a permanent error), the end of the second round of a
+    /// cycle or a hand-off.
+    pub evident_at: Option<u64>,
     pub finished: bool,
 }
 
@@ -312,13 +316,22 @@ pub fn generate_fleet_with(args: &SimulateArgs, mut on_run: impl FnMut()) -> Fle
             step: 0,
             context: 0,
             out: &mut fleet.events,
+            loop_steps: Vec::new(),
         };
         let loop_from = g.run(kind, finished);
+        let nth = match kind {
+            // A permanent error (an invalid API key) is pointless to repeat even once.
+            Kind::AuthFailureLoop => 2,
+            Kind::PingPong | Kind::HandoffCycle => 4,
+            _ => 3,
+        };
+        let evident_at = loop_from.and_then(|_| g.loop_steps.get(nth - 1).copied());
         fleet.runs.push(RunTruth {
             project_id: project,
             run_id,
             kind,
             loop_from,
+            evident_at,
             finished,
         });
         on_run();
@@ -358,6 +371,8 @@ struct RunGen<'a> {
     step: u64,
     context: u64,
     out: &'a mut Vec<(i64, String, String)>,
+    /// step_index of each repetition the injected loop made, in order.
+    loop_steps: Vec<u64>,
 }
 
 impl RunGen<'_> {
@@ -750,6 +765,9 @@ impl RunGen<'_> {
                 format!("Draft v{}: {}", r + 1, self.sentence(24))
             };
             self.think_as(draft, Some((writer, Some(caller))));
+            if looping {
+                self.loop_steps.push(self.step);
+            }
             let review = if looping {
                 stuck_review.clone()
             } else if r + 1 == rounds {
@@ -758,6 +776,9 @@ impl RunGen<'_> {
                 format!("Round {} review: {}", r + 1, self.sentence(12))
             };
             self.think_as(review, Some((reviewer, Some(writer))));
+            if looping {
+                self.loop_steps.push(self.step);
+            }
             caller = reviewer;
         }
         from
@@ -778,6 +799,7 @@ impl RunGen<'_> {
                         self.think(t);
                     }
                     self.tool("web_search", json!({"q": q, "limit": 5}), out.clone(), true);
+                    self.loop_steps.push(self.step);
                     first_call.get_or_insert(self.step);
                 }
                 // The loop is the repeated call; a thought before the first one is not part of it.
@@ -797,6 +819,7 @@ impl RunGen<'_> {
                         json!({"rows": [], "took_ms": took, "timestamp": ts}),
                         true,
                     );
+                    self.loop_steps.push(self.step);
                 }
             }
             Kind::ParaphraseLoop => {
@@ -818,6 +841,7 @@ impl RunGen<'_> {
                         json!({"results": []}),
                         true,
                     );
+                    self.loop_steps.push(self.step);
                 }
             }
             Kind::AuthFailureLoop => {
@@ -829,6 +853,7 @@ impl RunGen<'_> {
                         json!({"error": "401 Unauthorized: invalid API key"}),
                         false,
                     );
+                    self.loop_steps.push(self.step);
                     if self.rng.random_bool(0.4) {
                         self.think("The call failed; let me try it again.".into());
                     }
@@ -849,6 +874,7 @@ impl RunGen<'_> {
                             true,
                         );
                     }
+                    self.loop_steps.push(self.step);
                 }
             }
             Kind::ThinkLoop => {
@@ -861,6 +887,7 @@ impl RunGen<'_> {
                         _ => thought.clone(),
                     };
                     self.think(t);
+                    self.loop_steps.push(self.step);
                 }
             }
             Kind::HandoffCycle => return self.crew(true).unwrap_or(from),
@@ -872,7 +899,7 @@ impl RunGen<'_> {
 
 fn labels_line(t: &RunTruth) -> String {
     json!({"run_id": t.run_id, "looping": t.kind.loops(), "kind": t.kind.detector().unwrap_or("healthy"),
-           "loop_start": t.loop_from})
+           "loop_start": t.loop_from, "evident_at": t.evident_at})
     .to_string()
 }
 

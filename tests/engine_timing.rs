@@ -362,3 +362,101 @@ fn an_elapsed_steps_counter_does_not_make_an_observation_new() {
     });
     assert_eq!(t.first(Severity::Alert), Some(3));
 }
+
+/// LoopGuard's semantic check flags the third similar call; three reworded searches that all
+/// come back empty are how a reviewer first sees a search loop.
+#[test]
+fn three_reworded_searches_that_find_nothing_alert_at_the_third() {
+    let queries = [
+        "acme corp ceo name",
+        "who is the ceo of acme corp",
+        "name of the acme corp ceo",
+        "acme corp ceo",
+    ];
+    let t = queries.iter().fold(Trace::default(), |t, q| {
+        t.tool("web_search", json!({"query": q}), json!({"results": []}))
+    });
+    assert_eq!(t.first(Severity::Alert), Some(3));
+}
+
+/// The same documents in a new order, each with a per-request result id and score, are the same
+/// answer: reworded searches that keep getting it are a loop, as with an identical answer.
+#[test]
+fn reworded_searches_answered_with_the_same_documents_reshuffled_alert() {
+    let docs = [
+        (
+            "Acme Corp leadership team",
+            "https://acme.example/about/leadership",
+        ),
+        (
+            "Acme annual report letter to shareholders",
+            "https://acme.example/investors",
+        ),
+        (
+            "Acme Corp company profile and key people",
+            "https://companies.example/acme",
+        ),
+    ];
+    let queries = [
+        "who runs acme corp",
+        "acme corp chief executive officer",
+        "acme corp ceo name",
+        "the acme corp ceo",
+        "current leader of acme corp",
+    ];
+    let t = queries.iter().enumerate().fold(Trace::default(), |t, (i, q)| {
+        // A different order and fresh ids on every answer.
+        let results: Vec<_> = (0..docs.len())
+            .map(|k| {
+                let (title, url) = docs[(k + i) % docs.len()];
+                json!({"id": format!("res_{:06x}", 0x1f3a7 * (i + 1) + k), "score": 0.9 - 0.1 * k as f64 - 0.01 * i as f64,
+                       "title": title, "url": url})
+            })
+            .collect();
+        t.tool("web_search", json!({"query": q, "n": 3}), json!({"results": results}))
+    });
+    let at = t.first(Severity::Alert).expect("a verdict");
+    assert!(
+        at <= 4,
+        "alerted at step {at}, the fourth reworded search at the latest"
+    );
+}
+
+/// A narrowing search finds new documents each time, sharing one with the previous answer:
+/// progress, whatever the wording has in common.
+#[test]
+fn reworded_searches_that_find_new_documents_stay_quiet() {
+    let queries = [
+        "acme corp ceo",
+        "acme corp ceo appointment 2025",
+        "acme ceo interview",
+        "acme ceo biography",
+        "acme ceo early career",
+    ];
+    let themes = ["alpha", "beta", "gamma", "delta", "epsilon"];
+    let news = [
+        "ceo named in march",
+        "interview with the new chief",
+        "a conversation on strategy",
+        "born and raised in ohio",
+        "first job at a startup",
+    ];
+    let t = queries
+        .iter()
+        .enumerate()
+        .fold(Trace::default(), |t, (i, q)| {
+            let (theme, title) = (themes[i], news[i]);
+            let url = format!("https://news.example/{}", title.replace(' ', "-"));
+            let results = json!([
+                {"id": format!("res_{i}a"), "title": format!("Acme profile and key people {theme}"),
+                 "url": "https://companies.example/acme"},
+                {"id": format!("res_{i}b"), "title": title, "url": url},
+            ]);
+            t.tool(
+                "web_search",
+                json!({"query": q}),
+                json!({"results": results}),
+            )
+        });
+    assert_eq!(t.first(Severity::Alert), None);
+}

@@ -769,6 +769,68 @@ def h_long_compacting(v):
     return r.finish()
 
 
+# Paraphrased searches whose answers are the same few documents in a new order, each stamped
+# with an id of its own (search APIs return per-request result ids and relevance scores): the
+# words of the answer do not change, only their order and the ids do.
+DOCS = [
+    ("Acme Corp leadership team", "https://acme.example/about/leadership", "Meet the executives who lead Acme Corp and its board of directors"),
+    ("Acme annual report", "https://acme.example/investors/annual-report", "Letter to shareholders from the chief executive and the chair"),
+    ("Acme Corp profile", "https://companies.example/acme-corp", "Company profile headquarters industry and key people at Acme"),
+    ("Acme press releases", "https://acme.example/press", "Announcements about products partnerships and appointments"),
+]
+
+
+def shuffled_docs():
+    docs = DOCS[:]
+    R.shuffle(docs)
+    return {"results": [{"id": f"res_{hexid(6)}", "score": round(R.random(), 3), "title": t, "url": u, "snippet": s}
+                        for t, u, s in docs]}
+
+
+def l_paraphrase_shuffled(v):
+    r = Run(f"loop-paraphrase-shuffled-{v}", "research-agent", looping=True, kind="near_duplicate")
+    productive(r, R.randrange(2, 12))
+    variants = ["who runs acme corp", "acme corp chief executive officer", "acme corp ceo name",
+                "current leader of acme corp", "acme corporation ceo", "acme corp head executive"]
+    r.mark()
+    for k, q in enumerate(variants[: R.randrange(4, 7)]):
+        if k == 2:
+            r.evident()
+        r.step(tool="web_search", inp={"query": q, "n": 4}, out=shuffled_docs(), ok=True)
+        if v % 2 == 0:
+            r.think(f"The results do not name the CEO, let me rephrase ({k}).")
+    return r.finish()
+
+
+def h_search_refine(v):
+    """Related searches that each find new documents: a narrowing search, not a loop."""
+    r = Run(f"healthy-search-refine-{v}", "research-agent")
+    productive(r, R.randrange(2, 8))
+    for k, q in enumerate(["acme corp ceo", "acme corp ceo appointment 2025", "acme ceo interview", "acme ceo biography"]):
+        docs = [{"id": f"res_{hexid(6)}", "score": round(R.random(), 3), "title": sentence(5), "url": f"https://news.example/{hexid(8)}", "snippet": sentence(12)} for _ in range(3)]
+        if k:
+            docs.append({"id": f"res_{hexid(6)}", "score": 0.5, "title": "Acme Corp profile", "url": "https://companies.example/acme-corp", "snippet": "Company profile headquarters industry and key people at Acme"})
+        R.shuffle(docs)
+        r.step(tool="web_search", inp={"query": q, "n": 4}, out={"results": docs}, ok=True)
+        r.step(tool="fetch_url", inp={"url": docs[0]["url"]}, out={"text": sentence(40)}, ok=True)
+    r.think(f"Summary: {sentence(20)}")
+    return r.finish()
+
+
+def h_lookup_same_list(v):
+    """Different entities looked up through one directory that lists the same team each time,
+    in its own order: a batch over a stable list, with real work between the lookups."""
+    r = Run(f"healthy-lookup-same-list-{v}", "ops-agent")
+    productive(r, R.randrange(2, 6))
+    team = ["alice platform oncall", "bob billing owner", "carol search owner", "dave infra lead"]
+    for k, svc in enumerate(["billing", "search", "checkout", "ledger"]):
+        members = team[:]
+        R.shuffle(members)
+        r.step(tool="list_owners", inp={"service": svc}, out={"owners": [{"id": f"u_{hexid(6)}", "who": m} for m in members]}, ok=True)
+        r.step(tool="edit_file", inp={"path": f"services/{svc}/OWNERS", "old": "tbd", "new": members[0].split()[0]}, out={"ok": True}, ok=True)
+    return r.finish()
+
+
 HEALTHY = [(h_poll, 4), (h_retry, 4), (h_edit_recover, 3), (h_debugger, 2), (h_scroll, 2),
            (h_pagination, 3), (h_batch, 3), (h_long, 3), (h_volatile, 3), (h_multiagent, 3),
            (h_testfix, 2), (h_search, 2)]
@@ -781,11 +843,14 @@ LOOPING = [(l_exact, 3), (l_volatile, 3), (l_keyorder, 2), (l_paraphrase, 3), (l
 HEALTHY_MORE = [(h_same_call_changing, 2), (h_multipart_answer, 2), (h_markdown_answer, 6),
                 (h_chat_turns, 2), (h_reread_failed_edits, 2), (h_errors_recover, 2),
                 (h_long_compacting, 1)]
+# Appended again, after those.
+LOOPING_MORE = [(l_paraphrase_shuffled, 3)]
+HEALTHY_MORE2 = [(h_search_refine, 2), (h_lookup_same_list, 2)]
 
 
 def main():
     runs = []
-    for fam, n in HEALTHY + LOOPING + HEALTHY_MORE:
+    for fam, n in HEALTHY + LOOPING + HEALTHY_MORE + LOOPING_MORE + HEALTHY_MORE2:
         for v in range(n):
             runs.append(fam(v))
     events = sorted((e for r in runs for e in r.events), key=lambda e: (e[0], e[2]["run_id"], e[1]))

@@ -29,8 +29,13 @@ pub struct NearDupConfig {
     /// (a result list with titles and urls) to similar questions means the questions were the
     /// same, so `similarity` applies. 0 disables.
     pub rich_data_words: usize,
-    /// Similar calls with stagnant outputs, including the current one (LoopGuard: 3).
+    /// Similar calls with stagnant data, including the current one.
     pub levels: Levels,
+    /// Similar calls that all found nothing, failed alike, or got the same rich answer (see
+    /// `rich_data_words`): a reviewer calls three reworded searches that each come back empty,
+    /// or with the same documents, a loop (LoopGuard: 3 similar calls). Short identical data
+    /// is also how a batch of lookups looks, so those calls wait for `levels`.
+    pub levels_strong: Levels,
 }
 
 impl Default for NearDupConfig {
@@ -42,6 +47,7 @@ impl Default for NearDupConfig {
             similarity_data: 0.6,
             rich_data_words: 12,
             levels: Levels::new(3, 4, 8),
+            levels_strong: Levels::new(3, 3, 8),
         }
     }
 }
@@ -319,8 +325,9 @@ impl NearDupState {
         // are computed here); cut, so the buffer stays well-formed whatever a record holds.
         let sig = &c.sig[..c.sig.len().min(MAX_SIG)];
         // Decided by the kind, not by comparing, so a restored window (whose calls' outputs
-        // are the results) is laid out as the live one was.
-        let own_result = c.kind == OutKind::Failure || c.result != output;
+        // are the results) is laid out as the live one was. Data entries keep their own
+        // result: rich data is compared by its unordered key, not by the call's output.
+        let own_result = matches!(c.kind, OutKind::Failure | OutKind::Data) || c.result != output;
         let need = HEADER + 2 * usize::from(own_result) + sig.len();
         // Exactly (see `super::grow_exact`).
         self.buf.reserve_exact(need);
@@ -506,6 +513,97 @@ fn arg_text(v: &Json<'_>, out: &mut String) {
     }
 }
 
+/// Outputs longer than this are compared by their exact key only: tokenising them on every
+/// call would cost more than the rare reshuffled long answer is worth.
+const BAG_MAX_OUTPUT: usize = 16 * 1024;
+
+#[derive(Clone, Copy)]
+struct DataBag {
+    /// Whether the data has at least `rich_data_words` distinct words.
+    rich: bool,
+    /// The key rich data is compared by; `None` when it is not rich or too long.
+    key: Option<u64>,
+}
+
+/// Rich data compared without the order of its lists: a search that answers again with the
+/// same documents in a new order, each with a fresh result id and relevance score, gives the
+/// same key. Only lists are reordered (a text keeps its word order: the same words rearranged
+/// are another text), and only rich data gets a key (short data such as `{"status": 3}` is
+/// compared exactly), none past [`BAG_MAX_OUTPUT`].
+fn data_bag(output: &Json<'_>, output_text: &str, rich_words: usize) -> DataBag {
+    let w = Words::of(output_text);
+    let mut all: Vec<&str> = w.iter().collect();
+    all.sort_unstable();
+    all.dedup();
+    let rich = all.len() >= rich_words;
+    let key = (rich && output_text.len() <= BAG_MAX_OUTPUT).then(|| unordered_key(output));
+    DataBag { rich, key }
+}
+
+/// Whether the value is, or holds at its top level, a list of two or more objects.
+fn holds_records(v: &Json<'_>) -> bool {
+    let records = |a: &[Json<'_>]| a.iter().filter(|e| matches!(e, Json::Object(_))).count() >= 2;
+    match v {
+        Json::Array(a) => records(a),
+        Json::Object(o) => o
+            .values()
+            .any(|x| matches!(x, Json::Array(a) if records(a))),
+        _ => false,
+    }
+}
+
+fn fold(h: u64, x: u64) -> u64 {
+    (h ^ x).wrapping_mul(0x0100_0000_01b3)
+}
+
+/// The key of a value with every list's elements in sorted order and generated identifiers
+/// and scores (see [`token_key`], [`is_score`]) left out.
+fn unordered_key(v: &Json<'_>) -> u64 {
+    use crate::engine::text::fnv64;
+    match v {
+        Json::Null => 1,
+        Json::Bool(b) => 2 + u64::from(*b),
+        Json::Number(n) => match n.as_f64() {
+            Some(x) if is_score(x) => 4,
+            _ => fnv64(n.to_string().as_bytes()),
+        },
+        Json::String(t) => t
+            .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '"' | '\'' | '(' | ')'))
+            .filter(|t| !t.is_empty())
+            .fold(5, |h, t| fold(h, token_key(t))),
+        Json::Array(a) => {
+            let mut keys: smallvec::SmallVec<[u64; 16]> = a.iter().map(unordered_key).collect();
+            keys.sort_unstable();
+            keys.into_iter().fold(6, fold)
+        }
+        // Entries are held in key order already.
+        Json::Object(o) => o.iter().fold(7, |h, (k, v)| {
+            fold(fold(h, fnv64(k.as_bytes())), unordered_key(v))
+        }),
+    }
+}
+
+/// A number strictly between 0 and 1 with a fraction: a relevance score or a probability,
+/// which a reworded query changes while the documents stay the same.
+fn is_score(x: f64) -> bool {
+    x > 0.0 && x < 1.0
+}
+
+/// A token's hash with its generated identifiers left out: a segment (between `.`, `/`, `_`,
+/// `-`, `:`) of five characters or more that mixes letters with at least two digits, as in
+/// `res_01f3a7` or `u_8c2d1e`. Names such as `manifest_0` or `v2` keep their digits.
+fn token_key(t: &str) -> u64 {
+    let mut h = crate::engine::text::fnv64(b"w");
+    for seg in t.split(['.', '/', '_', '-', ':']) {
+        let digits = seg.bytes().filter(u8::is_ascii_digit).count();
+        let letters = seg.bytes().filter(u8::is_ascii_alphabetic).count();
+        let generated = seg.len() >= 5 && digits >= 2 && letters >= 1;
+        let part: &[u8] = if generated { b"#" } else { seg.as_bytes() };
+        h = fold(h, crate::engine::text::fnv64(part));
+    }
+    h
+}
+
 fn stagnant(a: &Call<'_>, b: &Call<'_>) -> bool {
     match (a.kind, b.kind) {
         (OutKind::Failure, OutKind::Failure) => a.result == b.result,
@@ -539,7 +637,26 @@ impl NearDupState {
         // Needed only if some call of the same tool has a stagnant result too.
         let full: std::cell::OnceCell<Signature> = std::cell::OnceCell::new();
         let (cur_step, cur_action) = (v.step.step_index, v.action_key);
-        let result = v.failure.as_ref().map_or(v.output_key, |f| f.error_key);
+        // Rich data is compared as a bag of words (see `data_bag`); the words also say
+        // whether it is rich, read at most once.
+        let bag = std::cell::OnceCell::new();
+        let data_bag = || {
+            *bag.get_or_init(|| {
+                data_bag(&v.canon.output, &v.canon.output_text, cfg.rich_data_words)
+            })
+        };
+        let bag_key = match (&v.failure, v.out_kind) {
+            (None, OutKind::Data)
+                if cfg.rich_data_words > 0 && v.canon.output_text.len() <= BAG_MAX_OUTPUT =>
+            {
+                data_bag().key
+            }
+            _ => None,
+        };
+        let result = match &v.failure {
+            Some(f) => f.error_key,
+            None => bag_key.unwrap_or(v.output_key),
+        };
         let cur = Call {
             tool: v.tool_key,
             result,
@@ -547,17 +664,7 @@ impl NearDupState {
             full: full_now,
             sig: &sig_buf[..sig_len],
         };
-        // Only read for a call of the same tool with the same data as result.
-        let rich = std::cell::OnceCell::new();
-        let is_rich = || {
-            *rich.get_or_init(|| {
-                let w = Words::of(&v.canon.output_text);
-                let mut ws: Vec<&str> = w.iter().collect();
-                ws.sort_unstable();
-                ws.dedup();
-                ws.len() >= cfg.rich_data_words
-            })
-        };
+        let is_rich = || data_bag().rich;
         // Without features there is no level whatever the window holds (below): no cluster.
         // Nor without an entry of the same tool and kind (a stagnant pair needs both).
         let unlike = !matches!(cur.kind, OutKind::Failure | OutKind::Empty | OutKind::Data)
@@ -603,10 +710,22 @@ impl NearDupState {
             inputs.len()
         };
         // Exact repeats are `repeated_operation`'s; this detector is about paraphrases.
-        let level = if features == 0 || distinct < 2 || hits < cfg.levels.floor() {
+        let strong = match cur.kind {
+            OutKind::Empty | OutKind::Failure => true,
+            // The same list of records (documents, rows as objects) for a reworded question;
+            // one identical text (a test run's summary) is also what different commands print.
+            OutKind::Data => bag_key.is_some() && holds_records(&v.canon.output),
+            _ => false,
+        };
+        let levels = if strong {
+            &cfg.levels_strong
+        } else {
+            &cfg.levels
+        };
+        let level = if features == 0 || distinct < 2 || hits < levels.floor() {
             None
         } else {
-            cfg.levels.level(hits)
+            levels.level(hits)
         };
         // Listed only when a finding may follow (the cluster borrows the window).
         let steps = level.map(|_| {
@@ -668,6 +787,35 @@ mod tests {
         } else {
             (h.len(), true, pack(&minhash_of(&h)).to_vec())
         }
+    }
+
+    fn key_of(text: &str) -> u64 {
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        unordered_key(&Json::from_value(v))
+    }
+
+    /// The same records in another order, with fresh generated ids and scores, are one answer;
+    /// a changed record, a reordered text, or a renamed column are not.
+    #[test]
+    fn unordered_key_ignores_list_order_ids_and_scores_only() {
+        let a = r#"{"results":[{"id":"res_1f3a7b","score":0.91,"title":"Acme leadership"},{"id":"res_9c2d10","score":0.4,"title":"Acme profile"}]}"#;
+        let b = r#"{"results":[{"id":"res_77e0a1","score":0.12,"title":"Acme profile"},{"id":"res_0b5c3d","score":0.83,"title":"Acme leadership"}]}"#;
+        assert_eq!(key_of(a), key_of(b));
+        let other_doc = r#"{"results":[{"id":"res_77e0a1","score":0.12,"title":"Acme profile"},{"id":"res_0b5c3d","score":0.83,"title":"Acme history"}]}"#;
+        assert_ne!(key_of(a), key_of(other_doc));
+        assert_ne!(
+            key_of(r#"{"text":"the cache was flushed before the deploy"}"#),
+            key_of(r#"{"text":"the deploy was flushed before the cache"}"#)
+        );
+        assert_ne!(
+            key_of(r#"{"columns":[{"name":"manifest_0"},{"name":"invoice_1"}]}"#),
+            key_of(r#"{"columns":[{"name":"manifest_1"},{"name":"invoice_0"}]}"#)
+        );
+        // Counts are data, not scores.
+        assert_ne!(
+            key_of(r#"{"rows":[[1,5916]]}"#),
+            key_of(r#"{"rows":[[1,4072]]}"#)
+        );
     }
 
     /// Packed signatures compare as the unpacked ones do, and unpack to what was packed.

@@ -8,6 +8,7 @@ pub mod config;
 pub mod detectors;
 pub mod fingerprint;
 pub mod json;
+pub mod memo;
 pub mod rollup;
 pub mod run;
 pub mod seen;
@@ -222,6 +223,7 @@ pub struct PartitionEngine {
     /// Minutes closed since the last `take_rollups`, in the order the events closed them.
     closed: Vec<rollup::Closed>,
     names: run::Names,
+    caches: detectors::Caches,
 }
 
 /// One changelog change.
@@ -253,6 +255,7 @@ impl PartitionEngine {
             changes: true,
             closed: Vec::new(),
             names: run::Names::default(),
+            caches: detectors::Caches::default(),
         }
     }
 
@@ -452,9 +455,14 @@ impl PartitionEngine {
                 let was_caught = state.loop_detected;
                 self.findings.clear();
                 let counts = state.counts();
-                state
-                    .detectors
-                    .on_step(dcfg, step, &canon, counts, &mut self.findings);
+                state.detectors.on_step(
+                    dcfg,
+                    step,
+                    &canon,
+                    counts,
+                    &mut self.caches,
+                    &mut self.findings,
+                );
                 for f in self.findings.drain(..) {
                     let sig = build_signal(key, state, step, f);
                     out.push(OutputEvent::signal(sig));

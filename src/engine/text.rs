@@ -4,6 +4,7 @@
 //! Everything here is a pure function of its input (no random seeds, no process-dependent
 //! hashers) because fingerprints and MinHash signatures are persisted in the changelog and must
 //! compare equal after a restore on another machine or Rust version.
+use super::memo::Memo;
 use sha2::{Digest, Sha256};
 
 /// Replace values that differ on every call although they mean nothing for the operation:
@@ -685,26 +686,23 @@ fn features(w: &Words) -> Vec<(&str, &str)> {
 }
 
 /// Whether `text` has at least `enough` distinct [`text_features`], and their [`minhash`]
-/// signature, without building the feature strings.
-pub fn feature_sig(text: &str, enough: usize) -> (bool, Signature) {
+/// signature, without building the feature strings. `scratch` is a buffer lent by the caller
+/// (its contents are not read).
+pub fn feature_sig(text: &str, enough: usize, scratch: &mut Vec<u64>) -> (bool, Signature) {
     if text.is_ascii() {
         // Every thought comes here: the hashes go to a reused buffer, not to a fresh
         // allocation shrunk for keeping (only the signature is kept).
-        thread_local! {
-            static HASHES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+        let h = scratch;
+        h.clear();
+        // Unsorted, repeats kept: a repeated feature cannot change a minimum, and only
+        // `enough` distinct ones need counting, so the sort `feature_hashes` needs for its
+        // list is skipped.
+        ascii_feature_hashes_raw(text, h);
+        let got = (has_distinct(h, enough), minhash_of(h));
+        if h.capacity() > 4096 {
+            *h = Vec::new();
         }
-        return HASHES.with_borrow_mut(|h| {
-            h.clear();
-            // Unsorted, repeats kept: a repeated feature cannot change a minimum, and only
-            // `enough` distinct ones need counting, so the sort `feature_hashes` needs for its
-            // list is skipped.
-            ascii_feature_hashes_raw(text, h);
-            let got = (has_distinct(h, enough), minhash_of(h));
-            if h.capacity() > 4096 {
-                *h = Vec::new();
-            }
-            got
-        });
+        return got;
     }
     let h = feature_hashes(text);
     (h.len() >= enough, minhash_of(&h))
@@ -931,32 +929,33 @@ fn ascii_stem(w: &[u8]) -> &[u8] {
     &w[..n - cut]
 }
 
-/// [`key64`] of one short name (an agent's; the step view memoises tool names with their
-/// classes), memoised per thread: a fleet has few names and they recur on every step, so a
-/// lookup replaces a SHA-256. Pure like `key64`.
-pub fn name_key(domain: &'static str, name: &str) -> u64 {
-    use std::hash::BuildHasher;
-    type Memo = hashbrown::HashTable<(&'static str, Box<str>, u64)>;
-    thread_local! {
-        // Const-initialised: no lazy-initialisation check on every step.
-        static KEYS: std::cell::RefCell<Memo> = const { std::cell::RefCell::new(Memo::new()) };
+/// [`key64`] of short names (agents'; the step view memoises tool names with their classes),
+/// memoised: a fleet has few names and they recur on every step, so a lookup replaces a
+/// SHA-256.
+pub struct NameKeys(Memo<(&'static str, Box<str>, u64)>);
+
+impl Default for NameKeys {
+    fn default() -> Self {
+        Self(Memo::new(4096))
     }
-    let hash = |d: &str, n: &str| rustc_hash::FxBuildHasher.hash_one((d, n));
-    KEYS.with_borrow_mut(|m| {
-        let h = hash(domain, name);
+}
+
+impl NameKeys {
+    /// `key64(domain, &[name])`, whatever the memo holds.
+    pub fn get(&mut self, domain: &'static str, name: &str) -> u64 {
+        use std::hash::BuildHasher;
+        let hash = |d: &str, n: &str| rustc_hash::FxBuildHasher.hash_one((d, n));
         // The domains are a few literals: usually the same pointer, compared before the bytes.
         let same_domain = |d: &str| std::ptr::eq(d, domain) || d == domain;
-        if let Some(e) = m.find(h, |e| same_domain(e.0) && *e.1 == *name) {
-            return e.2;
-        }
-        // Bounded: a hostile stream of distinct names costs a clear now and then, not memory.
-        if m.len() >= 4096 {
-            m.clear();
-        }
-        let k = key64(domain, &[name.as_bytes()]);
-        m.insert_unique(h, (domain, name.into(), k), |e| hash(e.0, &e.1));
-        k
-    })
+        self.0
+            .get_or_insert_with(
+                hash(domain, name),
+                |e| same_domain(e.0) && *e.1 == *name,
+                || (domain, name.into(), key64(domain, &[name.as_bytes()])),
+                |e| hash(e.0, &e.1),
+            )
+            .2
+    }
 }
 
 /// First 8 bytes of SHA-256 with a domain tag, as a compact state key.
@@ -1193,18 +1192,19 @@ mod tests {
 
     #[test]
     fn name_key_is_key64_whatever_the_memo_holds() {
+        let mut keys = NameKeys::default();
         for round in 0..2 {
             for i in 0..5000 {
                 let n = format!("tool_{i}");
                 assert_eq!(
-                    name_key("tool", &n),
+                    keys.get("tool", &n),
                     key64("tool", &[n.as_bytes()]),
                     "{round}"
                 );
-                assert_eq!(name_key("agent", &n), key64("agent", &[n.as_bytes()]));
+                assert_eq!(keys.get("agent", &n), key64("agent", &[n.as_bytes()]));
             }
         }
-        assert_ne!(name_key("tool", "a"), name_key("agent", "a"));
+        assert_ne!(keys.get("tool", "a"), keys.get("agent", "a"));
     }
 
     #[test]
@@ -1439,7 +1439,7 @@ mod tests {
             let f = text_features(&n);
             for enough in [0, 1, f.len(), f.len() + 1, 5] {
                 assert_eq!(
-                    feature_sig(&n, enough),
+                    feature_sig(&n, enough, &mut Vec::new()),
                     (f.len() >= enough, minhash(f.iter().map(String::as_str))),
                     "{t} {enough}"
                 );

@@ -240,6 +240,7 @@ impl ContentState {
         v: &StepView<'_>,
         before: &Progress,
         now: &Progress,
+        features: &mut Vec<u64>,
         out: &mut Vec<Finding>,
     ) {
         if !cfg.enabled {
@@ -293,7 +294,7 @@ impl ContentState {
         // taken from the window, they cost no tokenising and no MinHash.
         let (rich, sig) = match self.thoughts.iter().rev().find(|t| t.key == key) {
             Some(t) => (t.rich, t.sig),
-            None => feature_sig(&norm, RICH_FEATURES),
+            None => feature_sig(&norm, RICH_FEATURES, features),
         };
         let kind = said(&v.step.step_type);
         if kind == Said::Input || v.step.caller.is_some() {
@@ -579,7 +580,8 @@ mod tests {
         s.content = Some(text.into());
         let canon = Canonical::compute(&s, cfg);
         let mut out = Vec::new();
-        d.on_step(cfg, &s, &canon, budget::Counts::default(), &mut out);
+        let caches = &mut crate::engine::detectors::Caches::default();
+        d.on_step(cfg, &s, &canon, budget::Counts::default(), caches, &mut out);
         out
     }
 
@@ -650,7 +652,8 @@ mod tests {
         for (t, text) in kept.iter().zip(texts) {
             let norm = normalize_message(text);
             assert_eq!(t.key, key64("content", &[norm.as_bytes()]), "{text}");
-            assert_eq!((t.rich, t.sig), feature_sig(&norm, RICH_FEATURES), "{text}");
+            let got = feature_sig(&norm, RICH_FEATURES, &mut Vec::new());
+            assert_eq!((t.rich, t.sig), got, "{text}");
         }
     }
 

@@ -6,7 +6,7 @@
 //! exchange whose drafts and reviews move on stays quiet.
 use super::{hex64, push_bounded, Finding, Latch, Lazy, Levels, StepView};
 use crate::engine::text::{
-    feature_sig, key64, name_key, normalize_message, signature_from, similarity, Signature,
+    feature_sig, key64, normalize_message, signature_from, similarity, NameKeys, Signature,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
@@ -125,8 +125,8 @@ impl Serialize for HandoffState {
 /// `key64("agent", name)`: memoised, as every step of a multi-agent run names its agent.
 /// Never zero: a hash that is zero is taken as one (a collision as likely as any other
 /// two names', 2⁻⁶⁴), so a key fits [`HandoffState::last_agent`]'s `NonZeroU64`.
-fn agent_key(name: &str) -> u64 {
-    name_key("agent", name).max(1)
+fn agent_key(name: &str, names: &mut NameKeys) -> u64 {
+    names.get("agent", name).max(1)
 }
 
 fn nonzero(k: u64) -> NonZeroU64 {
@@ -144,17 +144,24 @@ fn payload_text(v: &StepView<'_>) -> String {
 }
 
 impl HandoffState {
-    pub fn on_step(&mut self, cfg: &HandoffConfig, v: &StepView<'_>, out: &mut Vec<Finding>) {
+    pub fn on_step(
+        &mut self,
+        cfg: &HandoffConfig,
+        v: &StepView<'_>,
+        names: &mut NameKeys,
+        features: &mut Vec<u64>,
+        out: &mut Vec<Finding>,
+    ) {
         if !cfg.enabled {
             return;
         }
         let Some(agent) = v.step.agent.as_deref() else {
             return;
         };
-        let to = agent_key(agent);
+        let to = agent_key(agent, names);
         let last = Some(nonzero(to));
         let from = match (v.step.caller.as_deref(), self.last_agent) {
-            (Some(c), _) => agent_key(c),
+            (Some(c), _) => agent_key(c, names),
             (None, Some(prev)) => prev.get(),
             (None, None) => {
                 self.last_agent = last;
@@ -167,7 +174,7 @@ impl HandoffState {
             return;
         }
         self.cycles
-            .with(|c| c.on_handoff(cfg, v, agent, from, to, out));
+            .with(|c| c.on_handoff(cfg, v, agent, (from, to), features, out));
     }
 }
 
@@ -177,8 +184,8 @@ impl Cycles {
         cfg: &HandoffConfig,
         v: &StepView<'_>,
         agent: &str,
-        from: u64,
-        to: u64,
+        (from, to): (u64, u64),
+        features: &mut Vec<u64>,
         out: &mut Vec<Finding>,
     ) {
         let text = normalize_message(&payload_text(v));
@@ -193,7 +200,7 @@ impl Cycles {
                 to,
                 payload: key64("payload", &[text.as_bytes()]),
                 short,
-                sig: short.then(|| Box::new(feature_sig(&text, 0).1)),
+                sig: short.then(|| Box::new(feature_sig(&text, 0, features).1)),
             },
             max_agents * (max_rounds + 1),
         );
@@ -267,7 +274,7 @@ mod tests {
     #[test]
     fn agent_keys_fit_a_nonzero_slot_and_records_keep_them() {
         assert_eq!(nonzero(0), NonZeroU64::MIN);
-        let k = agent_key("planner");
+        let k = agent_key("planner", &mut NameKeys::default());
         let state = HandoffState {
             last_agent: Some(nonzero(k)),
             cycles: Lazy::default(),

@@ -112,17 +112,47 @@ pub struct ToolPolicy {
 
 /// Words that make a tool (or its `action`/`command` argument) a repeatable one.
 ///
-/// The lists are private so that a word set never changes under its stamp: the per-thread
-/// tool-name memo in `view.rs` is keyed by it.
+/// The lists are private so that a word set never changes under its key: the step view's
+/// tool-name memo is keyed by it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(from = "ClassLists", into = "ClassLists")]
 pub struct ClassWords {
     poll: Vec<String>,
     step: Vec<String>,
     scroll: Vec<String>,
-    /// Fresh for every word set built (a clone keeps it: same words, same answers).
-    #[serde(skip, default = "ClassWords::next_stamp")]
-    stamp: u64,
+    /// A hash of the three lists: equal lists, equal keys.
+    key: u64,
+}
+
+/// [`ClassWords`] as configured (a list left out keeps its default).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ClassLists {
+    poll: Vec<String>,
+    step: Vec<String>,
+    scroll: Vec<String>,
+}
+
+impl From<ClassLists> for ClassWords {
+    fn from(l: ClassLists) -> Self {
+        Self::new(l.poll, l.step, l.scroll)
+    }
+}
+
+impl From<ClassWords> for ClassLists {
+    fn from(w: ClassWords) -> Self {
+        Self {
+            poll: w.poll,
+            step: w.step,
+            scroll: w.scroll,
+        }
+    }
+}
+
+impl Default for ClassLists {
+    fn default() -> Self {
+        ClassWords::default().into()
+    }
 }
 
 impl PartialEq for ClassWords {
@@ -133,18 +163,23 @@ impl PartialEq for ClassWords {
 
 impl ClassWords {
     pub fn new(poll: Vec<String>, step: Vec<String>, scroll: Vec<String>) -> Self {
+        let mut parts: Vec<&[u8]> = Vec::new();
+        for (tag, list) in [("poll", &poll), ("step", &step), ("scroll", &scroll)] {
+            parts.push(tag.as_bytes());
+            parts.extend(list.iter().map(|w| w.as_bytes()));
+        }
+        let key = crate::engine::text::key64("class_words", &parts);
         Self {
             poll,
             step,
             scroll,
-            stamp: Self::next_stamp(),
+            key,
         }
     }
 
-    fn next_stamp() -> u64 {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        NEXT.fetch_add(1, Ordering::Relaxed)
+    /// Equal for equal word lists (the memos of tool names key on it).
+    pub fn key(&self) -> u64 {
+        self.key
     }
 }
 
@@ -873,6 +908,18 @@ impl Serialize for Ser<'_> {
     }
 }
 
+/// The memos and scratch buffers of one partition's detectors, owned by its engine and lent to
+/// each step (see [`crate::engine::memo`]): nothing is kept per thread, and outputs never
+/// depend on what these hold.
+#[derive(Default)]
+pub struct Caches {
+    view: view::ViewMemos,
+    agents: crate::engine::text::NameKeys,
+    /// Feature hashes of the text at hand (thoughts, handoff payloads).
+    features: Vec<u64>,
+    neardup: neardup::Scratch,
+}
+
 impl RunDetectors {
     /// Run every detector on one new step. `canon` comes from [`Canonical::compute`].
     pub fn on_step(
@@ -881,10 +928,11 @@ impl RunDetectors {
         step: &Step,
         canon: &Canonical<'_>,
         run: budget::Counts,
+        caches: &mut Caches,
         out: &mut Vec<Finding>,
     ) {
         let start = out.len();
-        let v = StepView::new(cfg, step, canon);
+        let v = StepView::new(cfg, step, canon, &mut caches.view);
         // Progress counters first: detectors compare against the state *including* this step.
         let before = self.progress.counters();
         self.progress.observe(&v);
@@ -917,12 +965,19 @@ impl RunDetectors {
             .on_step(&cfg.repeat, &v, &before, streak, h, out);
         self.stall.on_step(&cfg.stall, &v, h, out);
         self.cycle.on_step(&cfg.cycle, &v, h, out);
-        self.neardup
-            .on_step(&cfg.neardup, &v, &mut self.history, out);
-        self.handoff.on_step(&cfg.handoff, &v, out);
+        let features = &mut caches.features;
+        self.neardup.on_step(
+            &cfg.neardup,
+            &v,
+            &mut self.history,
+            &mut caches.neardup,
+            out,
+        );
+        self.handoff
+            .on_step(&cfg.handoff, &v, &mut caches.agents, features, out);
         let now = &self.progress;
         self.content
-            .with(|c| c.on_step(&cfg.content, &v, &before, now, out));
+            .with(|c| c.on_step(&cfg.content, &v, &before, now, features, out));
         let h = &mut self.history;
         let messages = self.content.get().map_or(0, |c| c.novel_messages());
         let tools = self.progress.novel_outputs + self.progress.novel_actions;
@@ -1056,7 +1111,15 @@ mod tests {
                 s.step_index = i;
                 let canon = Canonical::compute(&s, &cfg);
                 let mut out = Vec::new();
-                d.on_step(&cfg, &s, &canon, budget::Counts::default(), &mut out);
+                let caches = &mut Caches::default();
+                d.on_step(
+                    &cfg,
+                    &s,
+                    &canon,
+                    budget::Counts::default(),
+                    caches,
+                    &mut out,
+                );
                 for f in &out {
                     assert!(f.step_indices.iter().all(|x| *x <= i), "{f:?}");
                     if f.detector == "repeated_operation" {
@@ -1083,7 +1146,15 @@ mod tests {
                 s.step_index = i;
                 let canon = Canonical::compute(&s, &cfg);
                 let mut out = Vec::new();
-                d.on_step(&cfg, &s, &canon, budget::Counts::default(), &mut out);
+                let caches = &mut Caches::default();
+                d.on_step(
+                    &cfg,
+                    &s,
+                    &canon,
+                    budget::Counts::default(),
+                    caches,
+                    &mut out,
+                );
                 if first.is_none() && out.iter().any(|f| f.detector == "no_progress") {
                     first = Some(i);
                 }

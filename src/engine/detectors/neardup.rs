@@ -424,8 +424,10 @@ const MEMO_SLOTS: usize = 128;
 /// Longer canonical inputs are not memoised (bounds the memo's memory).
 const MEMO_MAX_INPUT: usize = 256;
 
+/// The detector's buffers and signature memo, lent by the partition's engine (see
+/// [`super::Caches`]).
 #[derive(Default)]
-struct Scratch {
+pub struct Scratch {
     /// The argument text and feature hashes of the call at hand: reused, so a call allocates
     /// neither.
     text: String,
@@ -433,19 +435,15 @@ struct Scratch {
     memo: Vec<SigMemo>,
 }
 
-thread_local! {
-    static SCRATCH: std::cell::RefCell<Scratch> = Default::default();
-}
-
 /// The current call's signature into `sig` as stored, and (features, full, length). The
 /// argument text is a function of the canonical input text (the normalised value it was written
 /// from, whose objects hold their keys in the order written), so the memo is keyed by that
 /// text, compared whole.
-fn call_sig(v: &StepView<'_>, sig: &mut [u32; MINHASH_K]) -> (usize, bool, usize) {
+fn call_sig(v: &StepView<'_>, sig: &mut [u32; MINHASH_K], s: &mut Scratch) -> (usize, bool, usize) {
     let input = v.canon.input_text.as_str();
     let memo = !input.is_empty() && input.len() <= MEMO_MAX_INPUT;
     let slot = (v.action_key % MEMO_SLOTS as u64) as usize;
-    SCRATCH.with_borrow_mut(|s| {
+    {
         if memo {
             if let Some(m) = s.memo.get(slot).filter(|m| m.input == input) {
                 sig[..m.len].copy_from_slice(&m.sig[..m.len]);
@@ -492,7 +490,7 @@ fn call_sig(v: &StepView<'_>, sig: &mut [u32; MINHASH_K]) -> (usize, bool, usize
             }
         }
         got
-    })
+    }
 }
 
 fn arg_text(v: &Json<'_>, out: &mut String) {
@@ -619,6 +617,7 @@ impl NearDupState {
         cfg: &NearDupConfig,
         v: &StepView<'_>,
         hist: &mut History,
+        scratch: &mut Scratch,
         out: &mut Vec<Finding>,
     ) {
         if !cfg.enabled || !v.counted_tool() || v.class.is_repeatable() {
@@ -633,7 +632,7 @@ impl NearDupState {
         // The current call's signature as stored: at most `MAX_FEATURES` feature hashes as
         // (low, high) halves, else the full signature; both fit here, so nothing is allocated.
         let mut sig_buf = [0u32; MINHASH_K];
-        let (features, full_now, sig_len) = call_sig(v, &mut sig_buf);
+        let (features, full_now, sig_len) = call_sig(v, &mut sig_buf, scratch);
         // Needed only if some call of the same tool has a stagnant result too.
         let full: std::cell::OnceCell<Signature> = std::cell::OnceCell::new();
         let (cur_step, cur_action) = (v.step.step_index, v.action_key);
@@ -645,9 +644,13 @@ impl NearDupState {
                 data_bag(&v.canon.output, &v.canon.output_text, cfg.rich_data_words)
             })
         };
+        // Only lists of records are compared without their order (the same documents
+        // reshuffled); the structural check comes first, as it costs no tokenising.
         let bag_key = match (&v.failure, v.out_kind) {
             (None, OutKind::Data)
-                if cfg.rich_data_words > 0 && v.canon.output_text.len() <= BAG_MAX_OUTPUT =>
+                if cfg.rich_data_words > 0
+                    && v.canon.output_text.len() <= BAG_MAX_OUTPUT
+                    && holds_records(&v.canon.output) =>
             {
                 data_bag().key
             }
@@ -714,7 +717,7 @@ impl NearDupState {
             OutKind::Empty | OutKind::Failure => true,
             // The same list of records (documents, rows as objects) for a reworded question;
             // one identical text (a test run's summary) is also what different commands print.
-            OutKind::Data => bag_key.is_some() && holds_records(&v.canon.output),
+            OutKind::Data => bag_key.is_some(),
             _ => false,
         };
         let levels = if strong {
@@ -829,7 +832,7 @@ mod tests {
         ];
         let sigs: Vec<Signature> = texts
             .iter()
-            .map(|t| crate::engine::text::feature_sig(t, 0).1)
+            .map(|t| crate::engine::text::feature_sig(t, 0, &mut Vec::new()).1)
             .collect();
         for a in &sigs {
             let pa = pack(a);
@@ -912,14 +915,15 @@ mod tests {
             "null",
         ];
         // Twice over, and under several tools (other slots, same texts): hits and misses.
+        let (mut memos, mut scratch) = (Default::default(), Scratch::default());
         for round in 0..2 {
             for tool in ["search", "web_search", "sql"] {
                 for input in inputs {
                     let s = step(tool, input);
                     let c = Canonical::compute(&s, &cfg);
-                    let v = StepView::new(&cfg, &s, &c);
+                    let v = StepView::new(&cfg, &s, &c, &mut memos);
                     let mut sig = [0; MINHASH_K];
-                    let (n, full, len) = call_sig(&v, &mut sig);
+                    let (n, full, len) = call_sig(&v, &mut sig, &mut scratch);
                     assert_eq!(
                         (n, full, sig[..len].to_vec()),
                         fresh(&v),

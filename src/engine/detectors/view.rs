@@ -4,6 +4,7 @@ use super::{DetectorConfig, ToolPolicy};
 use crate::contract::Step;
 use crate::engine::fingerprint::{canonical_string, Canonical};
 use crate::engine::json::Json;
+use crate::engine::memo::Memo;
 use crate::engine::text::{ascii_tokens, key64, normalize_error, Words};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -104,9 +105,14 @@ fn fp64(fp: Option<[u8; 32]>) -> u64 {
 }
 
 impl<'a> StepView<'a> {
-    pub fn new(cfg: &'a DetectorConfig, step: &'a Step, canon: &'a Canonical<'a>) -> Self {
+    pub fn new(
+        cfg: &'a DetectorConfig,
+        step: &'a Step,
+        canon: &'a Canonical<'a>,
+        memos: &mut ViewMemos,
+    ) -> Self {
         let tool = step.tool_name.as_deref();
-        let name = tool.map_or(NameInfo::default(), |t| name_info(cfg, t));
+        let name = tool.map_or(NameInfo::default(), |t| name_info(cfg, t, memos));
         let policy = tool.and_then(|t| cfg.tools.get(t));
         let class = match (tool, policy.and_then(|p| p.class)) {
             (None, _) => ToolClass::Normal,
@@ -131,7 +137,7 @@ impl<'a> StepView<'a> {
             _ => action_key,
         };
         let output_key = fp64(canon.fps.canonical_output);
-        let failure = tool.and_then(|_| classify_failure(cfg, policy, step, &canon.output));
+        let failure = tool.and_then(|_| classify_failure(cfg, policy, step, &canon.output, memos));
         let out_kind = if tool.is_none() {
             OutKind::NoTool
         } else if failure.is_some() {
@@ -224,37 +230,49 @@ struct NameInfo {
     key: u64,
 }
 
-/// [`NameInfo`] of `tool`, memoised per thread: a fleet calls a few dozen tools, and splitting
-/// and matching the name again on every step was a measurable share of building a view. Keyed
-/// by the word set's stamp too, so engines with different class words never share an entry.
-fn name_info(cfg: &DetectorConfig, tool: &str) -> NameInfo {
-    use std::hash::BuildHasher;
-    type Memo = hashbrown::HashTable<(u64, Box<str>, NameInfo)>;
-    thread_local! {
-        static NAMES: std::cell::RefCell<Memo> = const { std::cell::RefCell::new(Memo::new()) };
-    }
-    let stamp = cfg.classes.stamp;
-    let hash = |s: u64, t: &str| rustc_hash::FxBuildHasher.hash_one((s, t));
-    NAMES.with_borrow_mut(|m| {
-        let h = hash(stamp, tool);
-        if let Some(e) = m.find(h, |e| e.0 == stamp && *e.1 == *tool) {
-            return e.2;
+/// What the step view memoises (see [`Memo`]): tool names with their classes, and error texts.
+pub struct ViewMemos {
+    /// Keyed by the class words' content key too, so configurations with different class
+    /// words (per-agent overrides) never share an entry.
+    tools: Memo<(u64, Box<str>, NameInfo)>,
+    errors: Memo<(Box<str>, ErrorInfo)>,
+}
+
+impl Default for ViewMemos {
+    fn default() -> Self {
+        Self {
+            tools: Memo::new(4096),
+            errors: Memo::new(1024),
         }
+    }
+}
+
+/// [`NameInfo`] of `tool`, memoised: a fleet calls a few dozen tools, and splitting and
+/// matching the name again on every step was a measurable share of building a view.
+fn name_info(cfg: &DetectorConfig, tool: &str, memos: &mut ViewMemos) -> NameInfo {
+    use std::hash::BuildHasher;
+    let words = cfg.classes.key();
+    let hash = |s: u64, t: &str| rustc_hash::FxBuildHasher.hash_one((s, t));
+    let make = || {
         let mut flags = 0u8;
         split_name(tool, |c| flags |= class_flags(cfg, c));
         flags |= class_flags(cfg, tool);
         let info = NameInfo {
             flags,
-            // The name is memoised here already: `name_key` would store it a second time.
+            // The name is memoised here already: a name key memo would store it a second time.
             key: key64("tool", &[tool.as_bytes()]),
         };
-        // Bounded: a stream of distinct names costs a clear now and then, not memory.
-        if m.len() >= 4096 {
-            m.clear();
-        }
-        m.insert_unique(h, (stamp, tool.into(), info), |e| hash(e.0, &e.1));
-        info
-    })
+        (words, tool.into(), info)
+    };
+    memos
+        .tools
+        .get_or_insert_with(
+            hash(words, tool),
+            |e| e.0 == words && *e.1 == *tool,
+            make,
+            |e| hash(e.0, &e.1),
+        )
+        .2
 }
 
 /// Repeatable tools are recognised by name (`get_job_status`, `sleep`) or by their action
@@ -649,6 +667,7 @@ fn classify_failure(
     policy: Option<&ToolPolicy>,
     step: &Step,
     out: &Json<'_>,
+    memos: &mut ViewMemos,
 ) -> Option<Failure> {
     if !is_failed(step, out) {
         return None;
@@ -664,7 +683,8 @@ fn classify_failure(
         let e = ErrorInfo::of(&text);
         return Some(e.failure(recoverable(&e.words)));
     }
-    Some(with_error_info(&text, |e| e.failure(recoverable(&e.words))))
+    let e = error_info(&text, memos);
+    Some(e.failure(recoverable(&e.words)))
 }
 
 /// What a failure's class and identity need from its error text, apart from the configured
@@ -724,28 +744,20 @@ impl ErrorInfo {
 /// Error texts longer than this are not memoised (bounds the memo's memory).
 const MEMO_TEXT_MAX: usize = 512;
 
-/// Calls `f` with the [`ErrorInfo`] of `text`, memoised per thread: a failing call is usually
-/// retried, so the same few error texts recur, and their normalisation and SHA-256 were most
-/// of the cost of a failure. Pure like [`ErrorInfo::of`].
-fn with_error_info<R>(text: &str, f: impl FnOnce(&ErrorInfo) -> R) -> R {
+/// The [`ErrorInfo`] of `text`, memoised: a failing call is usually retried, so the same few
+/// error texts recur, and their normalisation and SHA-256 were most of the cost of a failure.
+fn error_info<'m>(text: &str, memos: &'m mut ViewMemos) -> &'m ErrorInfo {
     use std::hash::BuildHasher;
-    type Memo = hashbrown::HashTable<(Box<str>, ErrorInfo)>;
-    thread_local! {
-        static ERRORS: std::cell::RefCell<Memo> = Default::default();
-    }
     let hash = |t: &str| rustc_hash::FxBuildHasher.hash_one(t);
-    ERRORS.with_borrow_mut(|m| {
-        let h = hash(text);
-        if let Some(e) = m.find(h, |e| *e.0 == *text) {
-            return f(&e.1);
-        }
-        // Bounded: a stream of distinct errors costs a clear now and then, not memory.
-        if m.len() >= 1024 {
-            m.clear();
-        }
-        let e = m.insert_unique(h, (text.into(), ErrorInfo::of(text)), |e| hash(&e.0));
-        f(&e.get().1)
-    })
+    &memos
+        .errors
+        .get_or_insert_with(
+            hash(text),
+            |e| *e.0 == *text,
+            || (text.into(), ErrorInfo::of(text)),
+            |e| hash(&e.0),
+        )
+        .1
 }
 
 const ACK_WORDS: &[&str] = &[
@@ -843,7 +855,6 @@ pub(super) mod tests {
     use super::*;
     use crate::contract::{JsonText, RunKey};
     use crate::engine::detectors::ClassWords;
-    use crate::engine::text::name_key;
 
     /// A tool step of run `p`/`r` (also the near-duplicate tests' builder).
     pub(in crate::engine::detectors) fn step(
@@ -884,7 +895,7 @@ pub(super) mod tests {
         let cfg = DetectorConfig::default();
         let s = step(tool, input, output, success);
         let c = Canonical::compute(&s, &cfg);
-        let v = StepView::new(&cfg, &s, &c);
+        let v = StepView::new(&cfg, &s, &c, &mut ViewMemos::default());
         (v.fail_class(), v.out_kind, v.class)
     }
 
@@ -1150,6 +1161,7 @@ pub(super) mod tests {
             long,
         ];
         let s = step("t", "{}", "{}", Some(false));
+        let mut memos = ViewMemos::default();
         for round in 0..3 {
             if round == 2 {
                 // The memo holds no configuration: a changed phrase list is read afresh.
@@ -1158,7 +1170,7 @@ pub(super) mod tests {
             for o in &outputs {
                 let out = Json::from_value(serde_json::from_str(o).unwrap());
                 assert_eq!(
-                    classify_failure(&cfg, None, &s, &out),
+                    classify_failure(&cfg, None, &s, &out, &mut memos),
                     Some(reference_failure(&cfg, &out)),
                     "{o}"
                 );
@@ -1168,7 +1180,7 @@ pub(super) mod tests {
         for i in 0..2100 {
             let out = Json::String(format!("error {i} not found").into());
             assert_eq!(
-                classify_failure(&cfg, None, &s, &out),
+                classify_failure(&cfg, None, &s, &out, &mut memos),
                 Some(reference_failure(&cfg, &out)),
                 "{i}"
             );
@@ -1228,14 +1240,14 @@ pub(super) mod tests {
             for w in reference_split_name(t) {
                 flags |= class_flags(cfg, w);
             }
-            (flags | class_flags(cfg, t), name_key("tool", t))
+            (flags | class_flags(cfg, t), key64("tool", &[t.as_bytes()]))
         };
         let plain = DetectorConfig::default();
         let custom = DetectorConfig {
             classes: ClassWords::new(vec!["fetch".into()], vec![], vec!["getJob".into()]),
             ..DetectorConfig::default()
         };
-        // A clone answers from the same entries; a deserialised copy gets its own.
+        // A clone and a deserialised copy have the same words: they share entries.
         let cloned = custom.clone();
         let parsed: DetectorConfig =
             serde_json::from_value(serde_json::to_value(&custom).unwrap()).unwrap();
@@ -1247,25 +1259,29 @@ pub(super) mod tests {
             "scroll_down",
             "read",
         ];
+        assert_eq!(parsed.classes.key(), custom.classes.key());
+        assert_ne!(plain.classes.key(), custom.classes.key());
+        let mut memos = ViewMemos::default();
+        let memos = &mut memos;
         // Interleaved, twice: the second pass answers from the memo.
         for _ in 0..2 {
             for t in names {
                 for cfg in [&plain, &custom, &cloned, &parsed] {
-                    let got = name_info(cfg, t);
+                    let got = name_info(cfg, t, memos);
                     assert_eq!((got.flags, got.key), direct(cfg, t), "{t}");
                 }
             }
         }
-        assert_eq!(name_info(&plain, "fetch_data").flags, 0);
-        assert_eq!(name_info(&custom, "fetch_data").flags, POLL);
-        assert_eq!(name_info(&plain, "get_job_status").flags, POLL);
-        assert_eq!(name_info(&custom, "get_job_status").flags, 0);
+        assert_eq!(name_info(&plain, "fetch_data", memos).flags, 0);
+        assert_eq!(name_info(&custom, "fetch_data", memos).flags, POLL);
+        assert_eq!(name_info(&plain, "get_job_status", memos).flags, POLL);
+        assert_eq!(name_info(&custom, "get_job_status", memos).flags, 0);
         // A full memo is cleared, not grown, and still answers the same.
         for i in 0..5000 {
             let t = format!("tool_{i}_status");
-            assert_eq!(name_info(&plain, &t).flags, POLL, "{t}");
+            assert_eq!(name_info(&plain, &t, memos).flags, POLL, "{t}");
         }
-        assert_eq!(name_info(&custom, "fetch_data").flags, POLL);
+        assert_eq!(name_info(&custom, "fetch_data", memos).flags, POLL);
     }
 
     #[test]

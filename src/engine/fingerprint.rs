@@ -751,7 +751,8 @@ pub fn canonical_string(v: &Json<'_>) -> String {
 }
 
 /// Parse raw JSON; an unparsable payload (cannot happen for decoded events) is kept as a string.
-pub fn parse_raw(raw: Option<&JsonText>) -> Value {
+#[cfg(test)]
+pub(crate) fn parse_raw(raw: Option<&JsonText>) -> Value {
     match raw {
         None => Value::Null,
         Some(r) => {

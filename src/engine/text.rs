@@ -10,7 +10,8 @@ use sha2::{Digest, Sha256};
 /// Replace values that differ on every call although they mean nothing for the operation:
 /// UUIDs, ISO-8601 date-times, wall-clock times, long hex ids, epoch timestamps and measured
 /// durations (`0.532s`). Works on whole strings and on tokens embedded in prose alike.
-pub fn normalize_volatile(s: &str) -> String {
+#[cfg(test)]
+pub(crate) fn normalize_volatile(s: &str) -> String {
     normalize_volatile_cow(s).into_owned()
 }
 
@@ -244,7 +245,8 @@ fn time_tail(b: &[u8]) -> usize {
 /// a word, keeping `.`, `_`, `-` and `/` *inside* a token. So `auth.py` stays one token and
 /// never reads as the word `auth`, and `"failed":0` yields `failed` only as a key, which failure
 /// classification never looks at (it reads error fields, not keys).
-pub fn words(s: &str) -> Vec<String> {
+#[cfg(test)]
+pub(crate) fn words(s: &str) -> Vec<String> {
     Words::of(s).iter().map(str::to_string).collect()
 }
 
@@ -458,7 +460,8 @@ impl Words {
 }
 
 /// Whether `phrase` occurs in `tokens` as a contiguous word sequence.
-pub fn has_phrase(tokens: &[String], phrase: &[&str]) -> bool {
+#[cfg(test)]
+pub(crate) fn has_phrase(tokens: &[String], phrase: &[&str]) -> bool {
     if phrase.is_empty() || tokens.len() < phrase.len() {
         return false;
     }
@@ -468,7 +471,8 @@ pub fn has_phrase(tokens: &[String], phrase: &[&str]) -> bool {
 }
 
 /// Whether the space-separated `phrase` occurs in `tokens` word by word.
-pub fn has_phrase_str(tokens: &[String], phrase: &str) -> bool {
+#[cfg(test)]
+pub(crate) fn has_phrase_str(tokens: &[String], phrase: &str) -> bool {
     let p = words(phrase);
     let refs: Vec<&str> = p.iter().map(String::as_str).collect();
     has_phrase(tokens, &refs)
@@ -513,7 +517,8 @@ const CHANCE: f64 = 1.0 / 256.0;
 
 /// MinHash signature of a feature set. Empty sets get an all-`u8::MAX` signature, which
 /// compares equal to another empty set (and to a non-empty one only with probability 2⁻²⁵⁶).
-pub fn minhash<'a>(features: impl IntoIterator<Item = &'a str>) -> Signature {
+#[cfg(test)]
+pub(crate) fn minhash<'a>(features: impl IntoIterator<Item = &'a str>) -> Signature {
     let hashes: Vec<u64> = features.into_iter().map(|f| fnv64(f.as_bytes())).collect();
     minhash_of(&hashes)
 }
@@ -658,7 +663,8 @@ fn stem(w: &str) -> &str {
 
 /// Features for near-duplicate comparison of free text: content words (stopwords removed,
 /// stemmed) plus their adjacent pairs, so both vocabulary and some word order count.
-pub fn text_features(text: &str) -> Vec<String> {
+#[cfg(test)]
+pub(crate) fn text_features(text: &str) -> Vec<String> {
     let w = Words::of(text);
     let mut f: Vec<String> = features(&w)
         .into_iter()
@@ -676,6 +682,7 @@ pub fn text_features(text: &str) -> Vec<String> {
 
 /// [`text_features`] as (word, next word or "") pairs, sorted and distinct. Tokens hold no
 /// whitespace and are never empty, so two pairs are equal exactly when their joined texts are.
+#[cfg(test)]
 fn features(w: &Words) -> Vec<(&str, &str)> {
     let toks: Vec<&str> = w.iter().filter(|t| !is_stopword(t)).map(stem).collect();
     let mut f: Vec<(&str, &str)> = toks.iter().map(|t| (*t, "")).collect();

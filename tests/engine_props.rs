@@ -2,7 +2,7 @@
 //! outputs never alert, replays are deterministic, and a changelog snapshot taken mid-run
 //! (serde_json round trip) continues with exactly the signals an uninterrupted engine emits.
 use eddy::contract::{decode, Event, OutputEvent};
-use eddy::engine::{Canonical, EngineConfig, PartitionEngine, RunState, StepFingerprints};
+use eddy::engine::{EngineConfig, PartitionEngine, RunState, StepFingerprints};
 use eddy::replay::replay_to_vec;
 use proptest::prelude::*;
 use std::path::Path;
@@ -83,7 +83,7 @@ fn fps_of(line: &str) -> StepFingerprints {
     let Ok(Event::Step(s)) = decode(line.as_bytes()) else {
         panic!("not a step: {line}")
     };
-    Canonical::compute(&s, &EngineConfig::default().detectors).fps
+    EngineConfig::default().detectors.canonical(&s).fps
 }
 
 fn caught(outs: &[OutputEvent]) -> Vec<String> {

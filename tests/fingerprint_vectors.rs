@@ -3,7 +3,7 @@
 use eddy::contract::input::decode;
 use eddy::contract::{Event, OutputEvent, Step};
 use eddy::engine::detectors::DetectorConfig;
-use eddy::engine::{Canonical, EngineConfig};
+use eddy::engine::EngineConfig;
 use eddy::replay::replay_to_vec;
 use eddy::sink::rows::Source;
 use eddy::sink::StepRow;
@@ -56,7 +56,7 @@ fn step_fingerprints_match_the_vectors() {
             cfg.fingerprint.max_field_bytes = n as usize;
         }
         let s = step(v);
-        let c = Canonical::compute(&s, &cfg);
+        let c = cfg.canonical(&s);
         assert_eq!(
             c.input_text,
             v["canonical_input"].as_str().unwrap(),
@@ -112,7 +112,7 @@ fn a_step_without_a_tool_has_no_fingerprints() {
         Ok(Event::Step(s)) => s,
         other => panic!("{other:?}"),
     };
-    let c = Canonical::compute(&s, &DetectorConfig::default());
+    let c = DetectorConfig::default().canonical(&s);
     assert_eq!(c.fps.raw, None);
     assert_eq!(c.fps.canonical_input, None);
     assert_eq!(c.fps.canonical_output, None);

@@ -3,6 +3,7 @@
 //! Field names follow keelwave's ingest API so its users can switch without renaming anything.
 pub mod encode;
 pub mod input;
+pub mod limits;
 pub mod output;
 mod scan;
 

@@ -7,7 +7,7 @@
 //! value syntactically valid JSON, nesting at most [`MAX_DEPTH`]. For
 //! anything else it answers `None` and the serde path decides, so that path alone ever has to
 //! phrase an error; being stricter than serde here costs speed, never correctness.
-use super::input::MAX_DEPTH;
+use super::limits::MAX_DEPTH;
 
 /// Where a field's value lies in the message. For a string field, `start..end` is the text
 /// between the quotes; for a raw field, the whole value exactly as it appeared.

@@ -8,7 +8,6 @@
 //! removing volatile keys and normalising volatile values. It resembles RFC 8785 but is not it;
 //! docs/fingerprints.md defines it exactly, versioned, with test vectors. Two calls that differ
 //! only by key order, a request id or a timestamp get the same canonical fingerprint.
-use super::detectors::DetectorConfig;
 use super::json::{Json, Object};
 use super::text::normalize_volatile_cow;
 use crate::contract::{JsonText, Step};
@@ -247,19 +246,22 @@ pub struct KeySets {
 }
 
 impl KeySets {
-    pub fn new(cfg: &DetectorConfig) -> Self {
-        let fp = &cfg.fingerprint;
+    /// The key sets of `fp`, with each tool's own extra volatile keys (`tool_keys`: tool
+    /// name, keys; a detector configuration's tool policies).
+    pub fn new<'a>(
+        fp: &FingerprintConfig,
+        tool_keys: impl IntoIterator<Item = (&'a str, &'a [String])>,
+    ) -> Self {
         let mut keys = KeyFlags::default();
         add_keys(&mut keys, &fp.volatile_keys, VOLATILE);
         add_keys(&mut keys, &fp.redact_keys, REDACT);
-        let per_tool = cfg
-            .tools
-            .iter()
-            .filter(|(_, p)| !p.volatile_keys.is_empty())
-            .map(|(t, p)| {
+        let per_tool = tool_keys
+            .into_iter()
+            .filter(|(_, extra)| !extra.is_empty())
+            .map(|(t, extra)| {
                 let mut own = keys.clone();
-                add_keys(&mut own, &p.volatile_keys, VOLATILE);
-                (t.clone(), own)
+                add_keys(&mut own, extra, VOLATILE);
+                (t.to_string(), own)
             })
             .collect();
         Self {
@@ -823,22 +825,17 @@ fn parse_bounded(raw: Option<&JsonText>, max: usize) -> Option<Json<'static>> {
 }
 
 impl<'s> Canonical<'s> {
-    /// For one-off use (tests, tools): builds the key sets of `cfg` first. The engine keeps
-    /// them per resolved configuration and calls [`Canonical::compute_with`].
-    pub fn compute(step: &'s Step, cfg: &DetectorConfig) -> Self {
-        Self::compute_with(step, cfg, &KeySets::new(cfg))
-    }
-
-    /// `keys` must be `KeySets::new(cfg)`.
-    pub fn compute_with(step: &'s Step, cfg: &DetectorConfig, keys: &KeySets) -> Self {
-        Self::compute_in(step, cfg, keys, TextBufs::default())
+    /// `keys` must be the key sets of the configuration `fp` belongs to (see
+    /// `DetectorConfig::canonical` for one-off use).
+    pub fn compute_with(step: &'s Step, fp: &FingerprintConfig, keys: &KeySets) -> Self {
+        Self::compute_in(step, fp, keys, TextBufs::default())
     }
 
     /// [`Canonical::compute_with`], writing the canonical texts into `bufs` (from
     /// [`Canonical::into_parts`] of an earlier step): two allocations less per step.
     pub fn compute_in(
         step: &'s Step,
-        cfg: &DetectorConfig,
+        fp: &FingerprintConfig,
         keys: &KeySets,
         bufs: TextBufs,
     ) -> Self {
@@ -847,7 +844,7 @@ impl<'s> Canonical<'s> {
             .as_deref()
             .map(|name| keelwave_raw(name, step.tool_input.as_ref().map(|r| r.get())));
         let vol = keys.volatility(step.tool_name.as_deref());
-        let max = cfg.fingerprint.max_field_bytes;
+        let max = fp.max_field_bytes;
         let field = |raw: Option<&'s JsonText>| {
             parse_bounded(raw, max).unwrap_or_else(|| vol.parse_normalized(raw))
         };
@@ -913,12 +910,6 @@ impl<'s> Canonical<'s> {
     }
 }
 
-impl StepFingerprints {
-    pub fn compute(step: &Step, cfg: &DetectorConfig) -> Self {
-        Canonical::compute(step, cfg).fps
-    }
-}
-
 /// `sha256(tool_name || 0x00 || tool_input)`; an omitted input hashes as `sha256(name || 0x00)`.
 pub fn keelwave_raw(tool_name: &str, tool_input: Option<&str>) -> Fp {
     let mut h = Sha256::new();
@@ -933,6 +924,7 @@ pub fn keelwave_raw(tool_name: &str, tool_input: Option<&str>) -> Fp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::detectors::DetectorConfig;
 
     /// Vectors from keelwave's wire contract (server formula over httpx-serialised bytes).
     #[test]
@@ -980,7 +972,7 @@ mod tests {
 
     fn canon(json: &str) -> String {
         let v: Value = serde_json::from_str(json).unwrap();
-        let keys = KeySets::new(&DetectorConfig::default());
+        let keys = DetectorConfig::default().key_sets();
         canonical_string(&Json::from_value(keys.volatility(None).normalize(&v)))
     }
 
@@ -1077,7 +1069,7 @@ mod tests {
         else {
             panic!()
         };
-        let c = Canonical::compute(&s, &cfg);
+        let c = cfg.canonical(&s);
         assert!(c.output_text.contains("oversized"), "{}", c.output_text);
         assert!(!c.output_text.contains("sk-secret"));
         assert!(c.output_text.len() < 200);
@@ -1125,7 +1117,7 @@ mod tests {
             },
         );
         cfgs.push(tooled);
-        cfgs.iter().map(KeySets::new).collect()
+        cfgs.iter().map(DetectorConfig::key_sets).collect()
     }
 
     fn assert_same(raw: &str) {
@@ -1177,7 +1169,7 @@ mod tests {
             assert_same(c);
         }
         // The fallback really is taken for the unparsable ones.
-        let keys = KeySets::new(&DetectorConfig::default());
+        let keys = DetectorConfig::default().key_sets();
         assert_eq!(
             new_path(&keys.volatility(None), r#"{"a":1e400}"#),
             Value::String(r#"{"a":1e400}"#.into())
@@ -1262,7 +1254,7 @@ mod tests {
 
         #[test]
         fn key_filter_never_hides_a_configured_key(k in "[a-z0-9]{0,20}") {
-            let keys = KeySets::new(&DetectorConfig::default());
+            let keys = DetectorConfig::default().key_sets();
             proptest::prop_assert_eq!(
                 keys.keys.get(k.as_bytes()),
                 keys.keys.map.get(k.as_bytes()).copied().unwrap_or(0)
@@ -1273,7 +1265,7 @@ mod tests {
     #[test]
     fn key_filter_finds_every_configured_key() {
         let cfg = DetectorConfig::default();
-        let keys = KeySets::new(&cfg);
+        let keys = cfg.key_sets();
         for k in cfg.fingerprint.volatile_keys.iter() {
             assert_ne!(keys.keys.get(key_norm(k).as_bytes()) & VOLATILE, 0, "{k}");
         }

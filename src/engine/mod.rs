@@ -425,9 +425,10 @@ impl PartitionEngine {
         }
         if self.rollups {
             if fresh {
-                rollup::start(state, ts);
+                rollup::start(&mut state.minute, ts);
             } else {
-                rollup::advance(key, state, ts, &mut self.closed);
+                let (minute, facts) = state.rollup_parts();
+                rollup::advance(key, minute, facts, ts, &mut self.closed);
             }
         }
         match ev {
@@ -449,7 +450,7 @@ impl PartitionEngine {
                 );
                 let dcfg = &resolved.cfg;
                 let texts = std::mem::take(&mut self.texts);
-                let canon = Canonical::compute_in(step, dcfg, &resolved.keys, texts);
+                let canon = Canonical::compute_in(step, &dcfg.fingerprint, &resolved.keys, texts);
                 state.seen.bound(self.cfg.max_seen_ranges);
                 state.on_step(step, &mut self.names);
                 let was_caught = state.loop_detected;
@@ -468,7 +469,8 @@ impl PartitionEngine {
                     out.push(OutputEvent::signal(sig));
                 }
                 if self.rollups {
-                    rollup::count_step(state, step, was_caught);
+                    let (detected, began) = (state.loop_detected, state.loop_step_index());
+                    rollup::count_step(&mut state.minute, step, detected, began, was_caught);
                 }
                 let (fps, texts) = canon.into_parts();
                 self.texts = texts;
@@ -566,7 +568,8 @@ impl PartitionEngine {
     fn close_minute(&mut self, key: &RunKey, state: &mut RunState, end: &run::End<'_>) {
         if self.rollups {
             let (_, reason, _, end_ms) = state.verdict(end);
-            rollup::end(key, state, end_ms, reason, &mut self.closed);
+            let (minute, facts) = state.rollup_parts();
+            rollup::end(key, minute, facts, end_ms, reason, &mut self.closed);
         }
     }
 

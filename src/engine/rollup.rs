@@ -9,7 +9,6 @@
 //!
 //! Events of a run whose time goes backwards (skewed agent hosts) are counted in the run's
 //! current minute: a closed minute is never reopened, which is what keeps rows write-once.
-use super::run::RunState;
 use crate::contract::input::TerminationReason;
 use crate::contract::{RunKey, Step};
 use serde::{Deserialize, Serialize};
@@ -88,9 +87,21 @@ pub struct Closed {
     pub ending: Option<Ending>,
 }
 
+/// A run's open minute, as its state keeps it (`RunState::minute`): `None` until the engine
+/// keeps rollups for it. The functions below take what they need of the run as arguments, so
+/// the run state depends on this module and not the other way round.
+pub type OpenMinute = Option<Box<Minute>>;
+
+/// What a run's state says about it when one of its minutes closes.
+#[derive(Clone, Copy)]
+pub struct RunFacts<'a> {
+    pub agent_name: Option<&'a str>,
+    pub loop_detected: bool,
+}
+
 /// A new run's first minute.
-pub fn start(state: &mut RunState, ts_ms: i64) {
-    state.minute = Some(Box::new(Minute {
+pub fn start(minute: &mut OpenMinute, ts_ms: i64) {
+    *minute = Some(Box::new(Minute {
         started: true,
         ..Minute::new(bucket_of(ts_ms))
     }));
@@ -98,15 +109,21 @@ pub fn start(state: &mut RunState, ts_ms: i64) {
 
 /// The run's minute as of an event at `ts_ms`: a later minute closes the current one. (A run
 /// restored from a record written before rollups existed starts counting here.)
-pub fn advance(key: &RunKey, state: &mut RunState, ts_ms: i64, out: &mut Vec<Closed>) {
+pub fn advance(
+    key: &RunKey,
+    minute: &mut OpenMinute,
+    run: RunFacts<'_>,
+    ts_ms: i64,
+    out: &mut Vec<Closed>,
+) {
     let b = bucket_of(ts_ms);
-    match &mut state.minute {
-        None => state.minute = Some(Box::new(Minute::new(b))),
+    match minute {
+        None => *minute = Some(Box::new(Minute::new(b))),
         Some(m) if b > m.bucket_ms => {
             let done = std::mem::replace(&mut **m, Minute::new(b));
             out.push(Closed {
                 key: key.clone(),
-                agent_name: state.agent_name().map(str::to_owned),
+                agent_name: run.agent_name.map(str::to_owned),
                 minute: done,
                 ending: None,
             });
@@ -115,10 +132,17 @@ pub fn advance(key: &RunKey, state: &mut RunState, ts_ms: i64, out: &mut Vec<Clo
     }
 }
 
-/// Count a step the detectors have just seen (`was_caught`: the loop flag before them).
-pub fn count_step(state: &mut RunState, step: &Step, was_caught: bool) {
-    let began = state.loop_step_index().unwrap_or(step.step_index);
-    let Some(m) = state.minute.as_mut() else {
+/// Count a step the detectors have just seen. `loop_detected` is the run's flag after them,
+/// `was_caught` before them, and `loop_began` the step its loop began at, if any.
+pub fn count_step(
+    minute: &mut OpenMinute,
+    step: &Step,
+    loop_detected: bool,
+    loop_began: Option<u64>,
+    was_caught: bool,
+) {
+    let began = loop_began.unwrap_or(step.step_index);
+    let Some(m) = minute.as_mut() else {
         return;
     };
     let cost = step.cost_usd.unwrap_or(0.0);
@@ -131,7 +155,7 @@ pub fn count_step(state: &mut RunState, step: &Step, was_caught: bool) {
     }
     m.tokens = m.tokens.saturating_add(step.tokens.unwrap_or(0));
     m.cost_usd += cost;
-    if state.loop_detected {
+    if loop_detected {
         m.loop_steps = m.loop_steps.saturating_add(1);
         m.loop_cost_usd += cost;
         if !was_caught {
@@ -143,20 +167,21 @@ pub fn count_step(state: &mut RunState, step: &Step, was_caught: bool) {
 /// The run ended at `end_ms`: close its minute (moving to the end's minute first if later).
 pub fn end(
     key: &RunKey,
-    state: &mut RunState,
+    minute: &mut OpenMinute,
+    run: RunFacts<'_>,
     end_ms: i64,
     reason: TerminationReason,
     out: &mut Vec<Closed>,
 ) {
-    advance(key, state, end_ms, out);
-    if let Some(m) = state.minute.take() {
+    advance(key, minute, run, end_ms, out);
+    if let Some(m) = minute.take() {
         out.push(Closed {
             key: key.clone(),
-            agent_name: state.agent_name().map(str::to_owned),
+            agent_name: run.agent_name.map(str::to_owned),
             minute: *m,
             ending: Some(Ending {
                 reason,
-                loop_detected: state.loop_detected,
+                loop_detected: run.loop_detected,
             }),
         });
     }

@@ -161,6 +161,17 @@ impl RunState {
         self.agent.as_deref().map(|n| &**n)
     }
 
+    /// The open rollup minute, with what a closing minute records of the run.
+    pub fn rollup_parts(
+        &mut self,
+    ) -> (&mut super::rollup::OpenMinute, super::rollup::RunFacts<'_>) {
+        let facts = super::rollup::RunFacts {
+            agent_name: self.agent.as_deref().map(|n| &**n),
+            loop_detected: self.loop_detected,
+        };
+        (&mut self.minute, facts)
+    }
+
     /// A restored run's agent name, shared with the live runs' ([`Names::share`]).
     pub fn share_agent_name(&mut self, names: &mut Names) {
         names.share(&mut self.agent);

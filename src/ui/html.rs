@@ -125,7 +125,7 @@ pub fn table(id: &str, head: &[&str], rows: &[(String, Vec<Cell>)]) -> String {
 pub fn legend(names: &[String]) -> String {
     let mut out = String::from(r#"<div class="legend">"#);
     for (i, n) in names.iter().enumerate() {
-        let c = super::svg::PALETTE[i % super::svg::PALETTE.len()];
+        let c = super::palette::PALETTE[i % super::palette::PALETTE.len()];
         let _ = write!(
             out,
             r#"<span><i style="background:{c}"></i>{}</span>"#,

@@ -8,6 +8,7 @@
 //! ClickHouse 18.16 has.
 mod html;
 mod live;
+mod palette;
 mod queries;
 mod routes;
 mod svg;

@@ -1,11 +1,7 @@
 //! Inline SVG charts, drawn on the server: no script, no fonts or files fetched.
 use super::html::esc;
+use super::palette::PALETTE;
 use std::fmt::Write;
-
-/// Distinguishable on white, in order of use.
-pub const PALETTE: &[&str] = &[
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-];
 
 const W: f64 = 660.0;
 const H: f64 = 240.0;

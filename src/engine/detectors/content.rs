@@ -570,7 +570,6 @@ fn chanting(cfg: &ContentConfig, content: &str, step: u64) -> Option<Finding> {
 mod tests {
     use super::*;
     use crate::engine::detectors::{budget, view::tests::step, DetectorConfig, RunDetectors};
-    use crate::engine::fingerprint::Canonical;
 
     /// Step `i` of a run: a thought whose content is `text`, through all detectors.
     fn think(d: &mut RunDetectors, cfg: &DetectorConfig, i: usize, text: &str) -> Vec<Finding> {
@@ -578,7 +577,7 @@ mod tests {
         (s.step_type, s.tool_name, s.step_index) = ("thought".into(), None, i as u64);
         (s.tool_input, s.tool_output) = (None, None);
         s.content = Some(text.into());
-        let canon = Canonical::compute(&s, cfg);
+        let canon = cfg.canonical(&s);
         let mut out = Vec::new();
         let caches = &mut crate::engine::detectors::Caches::default();
         d.on_step(cfg, &s, &canon, budget::Counts::default(), caches, &mut out);

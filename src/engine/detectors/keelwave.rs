@@ -234,7 +234,7 @@ mod tests {
         for (i, input) in inputs.iter().enumerate() {
             let mut s = step("search", input, "null", Some(true));
             s.step_index = i as u64;
-            st.on_step(&cfg, &s, &StepFingerprints::compute(&s, &dcfg), &mut out);
+            st.on_step(&cfg, &s, &dcfg.canonical(&s).fps, &mut out);
             assert_eq!(st.first.len(), if i < 2 { i + 1 } else { 0 }, "{i}");
         }
         assert_eq!(out.len(), 1);
@@ -258,7 +258,7 @@ mod tests {
         for (i, at) in steps.iter().enumerate() {
             let mut s = step("search", &format!(r#"{{"a":{i}}}"#), "null", Some(true));
             s.step_index = *at;
-            st.on_step(&cfg, &s, &StepFingerprints::compute(&s, &dcfg), &mut out);
+            st.on_step(&cfg, &s, &dcfg.canonical(&s).fps, &mut out);
             assert_eq!(matches!(st.first, First::Wide(_)), i >= 1, "{i}");
         }
         let mut kept: Vec<u64> = st.first.entries().map(|(_, s)| s).collect();
@@ -270,7 +270,7 @@ mod tests {
         let mut back: KeelwaveState =
             serde_json::from_value(serde_json::to_value(&st).unwrap()).unwrap();
         assert_eq!(back, st);
-        back.on_step(&cfg, &s, &StepFingerprints::compute(&s, &dcfg), &mut out);
+        back.on_step(&cfg, &s, &dcfg.canonical(&s).fps, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].step_indices, vec![u64::from(u32::MAX) + 9, u64::MAX]);
         // Narrow and wide forms of the same entries are equal and written alike.

@@ -264,6 +264,24 @@ pub struct DetectorConfig {
     pub overrides: Vec<Override>,
 }
 
+impl DetectorConfig {
+    /// The key sets of this configuration's volatile and redacted keys.
+    pub fn key_sets(&self) -> KeySets {
+        let tools = self.tools.iter();
+        KeySets::new(
+            &self.fingerprint,
+            tools.map(|(t, p)| (t.as_str(), p.volatile_keys.as_slice())),
+        )
+    }
+
+    /// A step's canonical form under this configuration, for one-off use (tests, tools): the
+    /// engine keeps the key sets per resolved configuration and calls
+    /// [`Canonical::compute_in`].
+    pub fn canonical<'s>(&self, step: &'s Step) -> Canonical<'s> {
+        Canonical::compute_with(step, &self.fingerprint, &self.key_sets())
+    }
+}
+
 impl Default for DetectorConfig {
     fn default() -> Self {
         let rec = [
@@ -388,7 +406,7 @@ pub struct Resolved {
 
 impl Resolved {
     pub fn new(cfg: DetectorConfig) -> Self {
-        let keys = KeySets::new(&cfg);
+        let keys = cfg.key_sets();
         Self { cfg, keys }
     }
 }
@@ -1109,7 +1127,7 @@ mod tests {
                     success,
                 );
                 s.step_index = i;
-                let canon = Canonical::compute(&s, &cfg);
+                let canon = cfg.canonical(&s);
                 let mut out = Vec::new();
                 let caches = &mut Caches::default();
                 d.on_step(
@@ -1144,7 +1162,7 @@ mod tests {
                 let input = format!(r#"{{"path":"f{}.rs"}}"#, i % 3);
                 let mut s = view::tests::step("read", &input, r#"{"n":1}"#, Some(true));
                 s.step_index = i;
-                let canon = Canonical::compute(&s, &cfg);
+                let canon = cfg.canonical(&s);
                 let mut out = Vec::new();
                 let caches = &mut Caches::default();
                 d.on_step(

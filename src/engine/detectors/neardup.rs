@@ -770,7 +770,6 @@ mod tests {
     use super::*;
     use crate::contract::Step;
     use crate::engine::detectors::DetectorConfig;
-    use crate::engine::fingerprint::Canonical;
     use crate::engine::text::{feature_hashes, normalize_message};
 
     fn step(tool: &str, input: &str) -> Step {
@@ -920,7 +919,7 @@ mod tests {
             for tool in ["search", "web_search", "sql"] {
                 for input in inputs {
                     let s = step(tool, input);
-                    let c = Canonical::compute(&s, &cfg);
+                    let c = cfg.canonical(&s);
                     let v = StepView::new(&cfg, &s, &c, &mut memos);
                     let mut sig = [0; MINHASH_K];
                     let (n, full, len) = call_sig(&v, &mut sig, &mut scratch);

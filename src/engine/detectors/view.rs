@@ -894,7 +894,7 @@ pub(super) mod tests {
     ) -> (Option<FailClass>, OutKind, ToolClass) {
         let cfg = DetectorConfig::default();
         let s = step(tool, input, output, success);
-        let c = Canonical::compute(&s, &cfg);
+        let c = cfg.canonical(&s);
         let v = StepView::new(&cfg, &s, &c, &mut ViewMemos::default());
         (v.fail_class(), v.out_kind, v.class)
     }

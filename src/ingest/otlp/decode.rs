@@ -1,36 +1,10 @@
 //! Request bodies to `ExportTraceServiceRequest` and responses back, in the request's
 //! encoding (OTLP/HTTP: `application/x-protobuf` or `application/json`, optionally gzip).
+pub use super::encoding::{encode, Encoding};
 use super::error::OtlpError;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 use std::io::Read;
-
-/// The two OTLP/HTTP encodings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
-    Protobuf,
-    Json,
-}
-
-impl Encoding {
-    /// From `Content-Type` (parameters such as `; charset=utf-8` ignored).
-    pub fn from_content_type(ct: Option<&str>) -> Result<Self, OtlpError> {
-        let ct = ct.unwrap_or_default();
-        let mime = ct.split(';').next().unwrap_or_default().trim();
-        match mime.to_ascii_lowercase().as_str() {
-            "application/x-protobuf" | "application/protobuf" => Ok(Self::Protobuf),
-            "application/json" => Ok(Self::Json),
-            _ => Err(OtlpError::UnsupportedMediaType(ct.to_string())),
-        }
-    }
-
-    pub fn content_type(self) -> &'static str {
-        match self {
-            Self::Protobuf => "application/x-protobuf",
-            Self::Json => "application/json",
-        }
-    }
-}
 
 /// Undo `Content-Encoding` (`gzip` or none), reading at most `limit` bytes of the result: a
 /// small compressed body may not expand without bound.
@@ -89,13 +63,5 @@ fn quote_nanos(v: &mut serde_json::Value) {
         }
         serde_json::Value::Array(a) => a.iter_mut().for_each(quote_nanos),
         _ => {}
-    }
-}
-
-/// `message` in `enc` (a response body, or the `google.rpc.Status` of an error).
-pub fn encode<M: Message + serde::Serialize>(message: &M, enc: Encoding) -> Vec<u8> {
-    match enc {
-        Encoding::Protobuf => message.encode_to_vec(),
-        Encoding::Json => serde_json::to_vec(message).unwrap_or_else(|_| b"{}".to_vec()),
     }
 }

@@ -1,7 +1,7 @@
 //! The receiver's errors and the answers an OpenTelemetry exporter expects for them: a
 //! `google.rpc.Status` body in the request's encoding; 429/502/503/504 are the codes exporters
 //! retry (after `Retry-After`), every other one drops the batch.
-use super::decode::Encoding;
+use super::encoding::{encode, Encoding};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
@@ -91,7 +91,7 @@ impl OtlpError {
             }
             e => e.to_string(),
         };
-        let body = super::decode::encode(
+        let body = encode(
             &RpcStatus {
                 code: self.rpc_code(),
                 message,

@@ -11,6 +11,7 @@
 //! through the same group-committing publisher as `ingest-http`.
 mod attrs;
 pub mod decode;
+mod encoding;
 mod error;
 pub mod mapping;
 
@@ -191,8 +192,11 @@ async fn traces(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body)
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     let result = match Encoding::from_content_type(ct) {
-        Ok(enc) => rx.export(&headers, body, enc).await.map_err(|e| (e, enc)),
-        Err(e) => Err((e, Encoding::Json)),
+        Some(enc) => rx.export(&headers, body, enc).await.map_err(|e| (e, enc)),
+        None => {
+            let e = OtlpError::UnsupportedMediaType(ct.unwrap_or_default().to_string());
+            Err((e, Encoding::Json))
+        }
     };
     let (resp, answer) = match result {
         Ok(r) => (r, "ok"),

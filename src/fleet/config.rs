@@ -29,6 +29,11 @@ pub struct FleetConfig {
     pub loop_rate_min_rise: f64,
     /// ... and loop cost per run (USD spent after a run's loop was caught, per active run).
     pub loop_cost_min_rise_usd: f64,
+    /// ... and only when chance explains the window this poorly: the one-sided p-value of the
+    /// window under the baseline (binomial for loop rate, Welch's for loop cost per run).
+    /// With 40 runs a window, a steady 10 % loop rate sees 20 % about once in a hundred
+    /// windows; the default asks for one in a thousand.
+    pub max_p_value: f64,
     /// Runs named in an alert as examples.
     pub example_runs: usize,
     /// `coder@2.1` is agent `coder`, version `2.1` (split at the last separator); empty: agent
@@ -55,6 +60,7 @@ impl Default for FleetConfig {
             ratio: 2.0,
             loop_rate_min_rise: 0.10,
             loop_cost_min_rise_usd: 0.05,
+            max_p_value: 0.001,
             example_runs: 5,
             version_separator: "@".into(),
             backfill_windows: 1,
@@ -94,6 +100,12 @@ impl FleetConfig {
                 "fleet.loop_rate_min_rise and fleet.loop_cost_min_rise_usd must be finite and >= 0"
                     .into(),
             );
+        }
+        if !(self.max_p_value > 0.0 && self.max_p_value <= 1.0) {
+            return Some(format!(
+                "fleet.max_p_value = {} must be in (0, 1]",
+                self.max_p_value
+            ));
         }
         if self.interval_ms == 0 {
             return Some("fleet.interval_ms must be positive".into());

@@ -96,6 +96,92 @@ impl Series {
     }
 }
 
+impl Series {
+    /// How unlikely the current window is if the baseline still held (one-sided p-value).
+    ///
+    /// Loop rate: the binomial tail, P(at least this many looping runs of those that ended)
+    /// at the baseline's rate. Loop cost per run: Welch's statistic on per-run loop cost,
+    /// read on the normal tail (the run counts `min_runs` asks for keep it close enough).
+    fn p_value(&self, base: &Series, m: Metric) -> f64 {
+        match m {
+            Metric::LoopRate => {
+                let (p0, _) = base.stat(m);
+                let ended = self.runs.values().filter(|r| r.ended);
+                let (n, k) = ended.fold((0u64, 0u64), |(n, k), r| (n + 1, k + u64::from(r.looped)));
+                binomial_tail(n, k, p0)
+            }
+            Metric::LoopCostPerRun => {
+                let (mc, vc, nc) = self.cost_moments();
+                let (mb, vb, nb) = base.cost_moments();
+                let se = (vc / nc + vb / nb).sqrt();
+                if nc < 2.0 || nb < 2.0 || se == 0.0 {
+                    // No spread to judge by: the ratio and rise decide alone.
+                    return if mc > mb { 0.0 } else { 1.0 };
+                }
+                normal_tail((mc - mb) / se)
+            }
+        }
+    }
+
+    /// Mean, sample variance and count of per-run loop cost.
+    fn cost_moments(&self) -> (f64, f64, f64) {
+        let n = self.runs.len() as f64;
+        if n == 0.0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let mean = self.runs.values().map(|r| r.loop_cost).sum::<f64>() / n;
+        let ss: f64 = self
+            .runs
+            .values()
+            .map(|r| (r.loop_cost - mean).powi(2))
+            .sum();
+        (mean, if n > 1.0 { ss / (n - 1.0) } else { 0.0 }, n)
+    }
+}
+
+/// P(X >= k) for X ~ Binomial(n, p), summed in log space (no underflow at large n).
+pub fn binomial_tail(n: u64, k: u64, p: f64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if k > n || p <= 0.0 {
+        return 0.0;
+    }
+    if p >= 1.0 {
+        return 1.0;
+    }
+    let (lp, lq) = (p.ln(), (1.0 - p).ln());
+    // log C(n, k) p^k q^(n-k), then each next term by the ratio of consecutive terms.
+    let mut log_t = (1..=k)
+        .map(|i| ((n - k + i) as f64).ln() - (i as f64).ln())
+        .sum::<f64>()
+        + k as f64 * lp
+        + (n - k) as f64 * lq;
+    let first = log_t;
+    let mut sum = 1.0; // terms relative to the first
+    for i in k..n {
+        log_t += ((n - i) as f64).ln() - ((i + 1) as f64).ln() + lp - lq;
+        sum += (log_t - first).exp();
+    }
+    (first + sum.ln()).exp().min(1.0)
+}
+
+/// P(Z >= z) for a standard normal Z (Abramowitz and Stegun 7.1.26, error below 1.5e-7).
+pub fn normal_tail(z: f64) -> f64 {
+    let x = z.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erfc = poly * (-x * x).exp();
+    if z >= 0.0 {
+        erfc / 2.0
+    } else {
+        1.0 - erfc / 2.0
+    }
+}
+
 fn ratio(num: f64, den: u64) -> f64 {
     if den == 0 {
         0.0
@@ -171,7 +257,8 @@ pub fn evaluate(
                 let fires = c_runs >= cfg.min_runs
                     && b_runs >= cfg.min_runs
                     && c >= b * cfg.ratio
-                    && c - b >= min_rise;
+                    && c - b >= min_rise
+                    && s.p_value(base, metric) <= cfg.max_p_value;
                 fires.then(|| {
                     FleetAlert::new(
                         project,

@@ -164,8 +164,10 @@ fn a_run_spanning_minutes_counts_once_per_window() {
             loop_cost_usd: cost,
         });
     }
+    // One run proves nothing: this is about counting, so any window may alert.
     let c = FleetConfig {
         min_runs: 1,
+        max_p_value: 1.0,
         ..cfg()
     };
     let alerts = evaluate("p", window6(), &rows, &c);
@@ -232,4 +234,37 @@ fn versions_split_at_the_last_separator() {
     assert_eq!(split_version("coder", "@"), ("coder", ""));
     assert_eq!(split_version("coder@", "@"), ("coder@", ""));
     assert_eq!(split_version("coder@2", ""), ("coder@2", ""));
+}
+
+#[test]
+fn tails_match_exact_arithmetic() {
+    // References: exact rational sums (Python's fractions and math.comb) and math.erfc.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.max(1e-300) + 1e-15;
+    for (n, k, p, want) in [
+        (40, 7, 0.05, 0.0033918975779359812),
+        (40, 8, 1.0 / 12.0, 0.0159422183493606),
+        (30, 15, 0.1, 3.559479269444172e-08),
+        (10_000, 3000, 0.29, 0.014370193529239293),
+    ] {
+        let got = binomial_tail(n, k, p);
+        assert!(close(got, want), "Bin({n}, {p}) >= {k}: {got} vs {want}");
+    }
+    assert_eq!(binomial_tail(10, 0, 0.3), 1.0);
+    assert_eq!(binomial_tail(10, 11, 0.3), 0.0);
+    assert_eq!(binomial_tail(10, 1, 0.0), 0.0);
+    assert!((normal_tail(3.0) - 0.0013498980316300957).abs() < 2e-7);
+    assert!((normal_tail(-1.0) - 0.8413447460685429).abs() < 2e-7);
+}
+
+#[test]
+fn noise_a_steady_rate_makes_by_chance_is_not_a_regression() {
+    // 10 % looping before; 8 of 40 (20 %) now: twice the rate and 10 points up, but a window
+    // like this comes about once in sixty under the old rate.
+    let mut rows: Vec<MinuteRow> = (0..6).flat_map(|w| runs(w, "a", 40, 4, 0.0)).collect();
+    rows.extend(runs(6, "a", 40, 8, 0.0));
+    assert_eq!(evaluate("p", window6(), &rows, &cfg()), vec![]);
+    // 14 of 40 is not chance.
+    rows.truncate(240);
+    rows.extend(runs(6, "a", 40, 14, 0.0));
+    assert_eq!(evaluate("p", window6(), &rows, &cfg()).len(), 1);
 }

@@ -83,6 +83,9 @@ fn fleet_env(cfg: &Config, tag: &str) -> Vec<(String, String)> {
         ),
         ("EDDY_FLEET__BACKFILL_WINDOWS".into(), "9".into()),
         ("EDDY_FLEET__SETTLE_SECONDS".into(), "300".into()),
+        // The simulator's steps cost fractions of a cent: a rise of half a cent per run is
+        // what a loop-heavy version adds there.
+        ("EDDY_FLEET__LOOP_COST_MIN_RISE_USD".into(), "0.005".into()),
         ("EDDY_FLEET__INTERVAL_MS".into(), "300".into()),
         ("EDDY_LOG".into(), "warn,eddy=info".into()),
     ]
@@ -244,10 +247,13 @@ async fn a_new_version_that_loops_more_is_named_once() {
     let ids: std::collections::BTreeSet<&str> = got.iter().map(|a| a.event_id.as_str()).collect();
     assert_eq!(ids.len(), got.len(), "no alert published twice: {got:#?}");
 
-    // Only version 2 of coder, only in hour 6; its loop rate at least.
-    assert!(
-        got.iter().any(|a| a.metric == Metric::LoopRate),
-        "a loop-rate alert: {got:#?}"
+    // Only version 2 of coder, only in hour 6: its loop rate and its loop cost per run.
+    let mut metrics: Vec<Metric> = got.iter().map(|a| a.metric).collect();
+    metrics.sort();
+    assert_eq!(
+        metrics,
+        vec![Metric::LoopRate, Metric::LoopCostPerRun],
+        "{got:#?}"
     );
     for a in &got {
         assert_eq!(

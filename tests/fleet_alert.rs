@@ -166,6 +166,24 @@ fn alerts(cfg: &Config, tag: &str) -> Vec<Vec<u8>> {
     read_all(cfg, &alert_topic(cfg, tag))
 }
 
+/// A loopback address no one listens on now.
+fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").to_string()
+}
+
+/// The whole HTTP/1.0 response (status line, headers, body), or "" when nothing listens yet.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
 fn decode(raw: &[Vec<u8>]) -> Vec<FleetAlert> {
     let mut v: Vec<FleetAlert> = raw
         .iter()
@@ -219,22 +237,40 @@ async fn a_new_version_that_loops_more_is_named_once() {
     let cfg = test_config(&ep, "fleet_regress");
     run_fleet(&cfg, true).await;
 
-    // The daemon finds the closed windows on its own; stopped gracefully once it alerted.
-    let mut daemon = fleet_watch(&cfg, "", &[])
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn");
+    // The daemon finds the closed windows on its own, says so on its admin server, and stops
+    // gracefully once it alerted.
+    let admin = free_addr();
+    // Killed by its guard if the test fails first.
+    let mut daemon = Worker(
+        fleet_watch(&cfg, "", &[])
+            .env("EDDY_FLEET__ADMIN_ADDR", &admin)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn"),
+    );
     let start = Instant::now();
-    while alerts(&cfg, "").is_empty() {
+    let metrics = loop {
         assert!(
             start.elapsed() < Duration::from_secs(120),
-            "no alert from the daemon"
+            "the daemon did not evaluate the 9 windows"
         );
         if let Ok(Some(s)) = daemon.try_wait() {
-            panic!("fleet-watch exited ({s}) before alerting");
+            panic!("fleet-watch exited ({s}) before evaluating");
+        }
+        let m = http_get(&admin, "/metrics");
+        // Ready once a whole pass succeeded, which the last window's count precedes.
+        if m.contains("eddy_fleet_windows_evaluated_total 9")
+            && http_get(&admin, "/readyz").contains(" 200 OK")
+        {
+            break m;
         }
         std::thread::sleep(Duration::from_millis(300));
-    }
+    };
+    assert!(
+        metrics.contains("eddy_fleet_alerts_total{metric=\"loop_rate\"} 1"),
+        "{metrics}"
+    );
+    assert!(!alerts(&cfg, "").is_empty());
     let _ = Command::new("kill")
         .args(["-TERM", &daemon.id().to_string()])
         .status();

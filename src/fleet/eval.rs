@@ -44,14 +44,14 @@ struct RunInWindow {
 
 /// Runs of one series (an agent, or one version of it) over some windows.
 #[derive(Debug, Default)]
-struct Series {
+struct Series<'a> {
     /// (window start, run id) → the run there: a run active in two windows counts in each.
-    runs: BTreeMap<(u32, String), RunInWindow>,
+    runs: BTreeMap<(u32, &'a str), RunInWindow>,
 }
 
-impl Series {
-    fn add(&mut self, window: u32, r: &MinuteRow) {
-        let e = self.runs.entry((window, r.run_id.clone())).or_default();
+impl<'a> Series<'a> {
+    fn add(&mut self, window: u32, r: &'a MinuteRow) {
+        let e = self.runs.entry((window, r.run_id.as_str())).or_default();
         e.ended |= r.runs_ended > 0;
         e.looped |= r.loop_runs > 0;
         e.loop_cost += r.loop_cost_usd;
@@ -76,17 +76,17 @@ impl Series {
 
     /// Runs that looped or spent inside a loop: costliest first, then by id.
     fn examples(&self, n: usize) -> Vec<String> {
-        let mut v: Vec<(&String, f64)> = self
+        let mut v: Vec<(&str, f64)> = self
             .runs
             .iter()
             .filter(|(_, r)| r.looped || r.loop_cost > 0.0)
-            .map(|((_, id), r)| (id, r.loop_cost))
+            .map(|((_, id), r)| (*id, r.loop_cost))
             .collect();
         v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         let mut out: Vec<String> = Vec::new();
         for (id, _) in v {
-            if !out.contains(id) {
-                out.push(id.clone());
+            if !out.iter().any(|o| o == id) {
+                out.push(id.to_string());
             }
             if out.len() == n {
                 break;
@@ -96,7 +96,7 @@ impl Series {
     }
 }
 
-impl Series {
+impl Series<'_> {
     /// How unlikely the current window is if the baseline still held (one-sided p-value).
     ///
     /// Loop rate: the binomial tail, P(at least this many looping runs of those that ended)

@@ -94,7 +94,8 @@ impl Publisher {
         })
     }
 
-    /// Alerts of one window plus the progress past it, in one transaction. Aborted on error.
+    /// Alerts of one window plus the progress past it, in one transaction, aborted on any
+    /// error (the window is then evaluated again at the next pass, to the same bytes).
     pub async fn publish(
         &self,
         alerts: &[FleetAlert],
@@ -102,15 +103,16 @@ impl Publisher {
     ) -> Result<(), FleetError> {
         let p = &self.producer;
         tokio::task::block_in_place(|| p.begin_transaction())?;
-        let res = self.send_all(alerts, progress).await;
-        match res {
-            Ok(()) => tokio::task::block_in_place(|| p.commit_transaction(TIMEOUT))?,
-            Err(e) => {
-                let _ = tokio::task::block_in_place(|| p.abort_transaction(TIMEOUT));
-                return Err(e);
-            }
+        let res = match self.send_all(alerts, progress).await {
+            Ok(()) => tokio::task::block_in_place(|| p.commit_transaction(TIMEOUT))
+                .map_err(FleetError::from),
+            Err(e) => Err(e),
+        };
+        if res.is_err() {
+            // Fails too when the producer is fenced or broken; the first error says why.
+            let _ = tokio::task::block_in_place(|| p.abort_transaction(TIMEOUT));
         }
-        Ok(())
+        res
     }
 
     async fn send_all(&self, alerts: &[FleetAlert], progress: &Progress) -> Result<(), FleetError> {

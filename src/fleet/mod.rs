@@ -49,6 +49,14 @@ pub enum FleetError {
     StateTimeout(String),
 }
 
+impl FleetError {
+    /// The producer can publish no more: fenced by a newer instance with the same
+    /// transactional id, or broken. Retrying cannot help; exiting lets one instance run.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, FleetError::Kafka(rdkafka::error::KafkaError::Transaction(e)) if e.is_fatal())
+    }
+}
+
 /// How `eddy fleet-watch` runs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WatchOptions {
@@ -91,7 +99,7 @@ pub async fn run(
                 total.windows += s.windows;
                 total.alerts += s.alerts;
             }
-            Err(e) if !opts.once => {
+            Err(e) if !opts.once && !e.is_fatal() => {
                 // An outage delays evaluation; nothing is skipped, the next pass resumes.
                 health.set_clickhouse_ok(false);
                 metrics::counter!("eddy_fleet_errors_total").increment(1);

@@ -348,7 +348,7 @@ async fn a_new_version_that_loops_more_is_named_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_steady_fleet_raises_no_alert() {
+async fn a_steady_fleet_raises_no_alert_and_one_instance_publishes() {
     let ep = endpoints().await;
     let cfg = test_config(&ep, "fleet_steady");
     run_fleet(&cfg, false).await;
@@ -356,4 +356,47 @@ async fn a_steady_fleet_raises_no_alert() {
     // Windows up to hour 6 were judged (the backfill reaches back before the fleet began).
     assert_eq!(summary, "fleet-watch: 9 windows evaluated, 0 alerts");
     assert_eq!(alerts(&cfg, "").len(), 0);
+
+    // One instance publishes: a daemon (A) is fenced by a later start with the same
+    // transactional id (B), so when hour 7 closes only a third pass (C) can judge it.
+    let admin = free_addr();
+    let mut a = Worker(
+        fleet_watch(&cfg, "", &[])
+            .env("EDDY_FLEET__ADMIN_ADDR", &admin)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn"),
+    );
+    let start = Instant::now();
+    while !http_get(&admin, "/readyz").contains(" 200 OK") {
+        assert!(start.elapsed() < Duration::from_secs(60), "A never ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(once(&cfg, ""), "fleet-watch: 0 windows evaluated, 0 alerts");
+    let (_, runs) = fleet(false);
+    let mut hour8 = batch(8, "coder@1", 10, 0.1, 900);
+    hour8.extend(batch(8, "reviewer", 10, 0.1, 901));
+    let _worker = spawn_worker(&cfg, &[]);
+    produce(&cfg, &hour8).await;
+    let got = await_ch_count(
+        &cfg,
+        "SELECT count() FROM {db}.runs FINAL",
+        runs as u64 + 20,
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(got, runs as u64 + 20);
+    let start = Instant::now();
+    let status = loop {
+        if let Ok(Some(s)) = a.try_wait() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the fenced daemon kept running"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(!status.success(), "fenced: {status}");
+    assert_eq!(once(&cfg, ""), "fleet-watch: 1 windows evaluated, 0 alerts");
 }

@@ -139,6 +139,8 @@ pub struct Config {
     /// (unset: the broker's default, about 1 MB). Existing topics are not altered.
     pub topic_max_message_bytes: Option<u32>,
     pub engine: EngineConfig,
+    /// `eddy fleet-watch`: fleet regression alerts over the rollups (docs/fleet-alerts.md).
+    pub fleet: crate::fleet::FleetConfig,
 }
 
 /// Debug output ends up in logs: it shows the redacted form only.
@@ -197,6 +199,7 @@ impl Default for Config {
             dlq_max_payload_bytes: 900_000,
             topic_max_message_bytes: None,
             engine: EngineConfig::default(),
+            fleet: crate::fleet::FleetConfig::default(),
         }
     }
 }
@@ -333,6 +336,23 @@ impl Config {
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
             {
                 return bad(format!("{name} `{t}` is not a valid Kafka topic name"));
+            }
+        }
+        if let Some(why) = self.fleet.problem() {
+            return bad(why);
+        }
+        for (name, t) in [
+            ("fleet.alert_topic", &self.fleet.alert_topic),
+            ("fleet.state_topic", &self.fleet.state_topic),
+        ] {
+            if !t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            {
+                return bad(format!("{name} `{t}` is not a valid Kafka topic name"));
+            }
+            if *t == self.input_topic || *t == self.output_topic || *t == self.dlq_topic {
+                return bad(format!("{name} `{t}` must differ from the worker's topics"));
             }
         }
         if self.input_topic == self.output_topic || self.input_topic == self.dlq_topic {
@@ -713,6 +733,43 @@ mod tests {
             .extract()
             .expect("eddy.example.toml parses");
         assert_eq!(from_file, Config::default());
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's own error type
+    fn fleet_settings_are_checked_by_name() {
+        let bad = |f: crate::fleet::FleetConfig| {
+            Config {
+                fleet: f,
+                ..Config::default()
+            }
+            .validate()
+            .unwrap_err()
+            .to_string()
+        };
+        let d = crate::fleet::FleetConfig::default;
+        let e = bad(crate::fleet::FleetConfig {
+            window_seconds: 90,
+            ..d()
+        });
+        assert!(e.contains("fleet.window_seconds"), "{e}");
+        let e = bad(crate::fleet::FleetConfig { ratio: 0.5, ..d() });
+        assert!(e.contains("fleet.ratio"), "{e}");
+        let e = bad(crate::fleet::FleetConfig {
+            alert_topic: "agent.signals".into(),
+            ..d()
+        });
+        assert!(e.contains("fleet.alert_topic"), "{e}");
+        let e = bad(crate::fleet::FleetConfig { min_runs: 0, ..d() });
+        assert!(e.contains("fleet.min_runs"), "{e}");
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("EDDY_FLEET__WINDOW_SECONDS", "600");
+            jail.set_env("EDDY_FLEET__ALERT_TOPIC", "x.alerts");
+            let cfg = Config::load(None, &[]).unwrap();
+            assert_eq!(cfg.fleet.window_seconds, 600);
+            assert_eq!(cfg.fleet.alert_topic, "x.alerts");
+            Ok(())
+        });
     }
 
     #[test]

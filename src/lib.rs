@@ -15,6 +15,7 @@ pub mod contract;
 pub mod emit;
 pub mod engine;
 pub mod eval;
+pub mod fleet;
 pub mod ingest;
 pub mod query;
 pub mod replay;

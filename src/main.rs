@@ -143,6 +143,18 @@ enum Cmd {
         #[arg(long)]
         addr: Option<String>,
     },
+    /// Watch the fleet: alert when an agent's (or a version's) loop rate or loop cost rises well
+    /// above its own recent baseline (`[fleet]`; docs/fleet-alerts.md).
+    FleetWatch {
+        #[command(flatten)]
+        common: Common,
+        /// One pass over the windows closed now, then exit (cron-style use).
+        #[arg(long)]
+        once: bool,
+        /// Never evaluate a window ending after this time (epoch seconds or RFC 3339).
+        #[arg(long, value_parser = parse_until)]
+        until: Option<u32>,
+    },
     /// Serve the read-only loop explorer (fleet, runs, live signals, search) over ClickHouse.
     Ui {
         #[command(flatten)]
@@ -257,6 +269,23 @@ fn main() -> Result<()> {
             })?;
             Ok(())
         }
+        Cmd::FleetWatch {
+            common,
+            once,
+            until,
+        } => {
+            let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
+            let stats = runtime()?.block_on(async {
+                let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
+                let opts = eddy::fleet::WatchOptions { once, until };
+                eddy::fleet::run(cfg, opts, eddy::worker::shutdown_on_signal(grace)).await
+            })?;
+            eprintln!(
+                "fleet-watch: {} windows evaluated, {} alerts",
+                stats.windows, stats.alerts
+            );
+            Ok(())
+        }
         Cmd::Eval { dir } => {
             let cfg = Config::load(cli.config.as_deref(), &[])?;
             let report = eddy::eval::evaluate(&dir, Arc::new(cfg.engine))?;
@@ -275,6 +304,12 @@ fn parse_param(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.trim().to_string(), v.to_string()))
         .ok_or_else(|| format!("expected name=value, got `{s}`"))
+}
+
+fn parse_until(s: &str) -> Result<u32, String> {
+    eddy::query::parse_datetime(s)
+        .and_then(|t| u32::try_from(t).ok())
+        .ok_or_else(|| format!("expected epoch seconds or RFC 3339, got `{s}`"))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -69,6 +69,10 @@ pub struct SimulateArgs {
     /// Also write the ground truth here, one object per run, in `eddy eval`'s labels format.
     #[arg(long)]
     pub labels: Option<PathBuf>,
+    /// Every run's `agent_name` (e.g. `coder@2` for version 2 of agent coder, as
+    /// `eddy fleet-watch` reads it); default: a mix of agents.
+    #[arg(long)]
+    pub agent: Option<String>,
 }
 
 impl Default for SimulateArgs {
@@ -83,6 +87,7 @@ impl Default for SimulateArgs {
             unfinished_rate: 0.0,
             mix: Vec::new(),
             labels: None,
+            agent: None,
         }
     }
 }
@@ -300,11 +305,12 @@ pub fn generate_fleet_with(args: &SimulateArgs, mut on_run: impl FnMut()) -> Fle
         let finished = !rng.random_bool(fraction(args.unfinished_rate));
         let project = format!("proj-{}", i % args.projects.max(1));
         let run_id = format!("run-{:016x}", rng.random::<u64>());
-        let agent = if kind.multi_agent() {
+        let mixed = if kind.multi_agent() {
             "crew"
         } else {
             AGENTS[rng.random_range(0..AGENTS.len())]
         };
+        let agent = args.agent.as_deref().unwrap_or(mixed);
         // Spread run starts over the first ten minutes of event time.
         let start = args.start_ms.saturating_add(rng.random_range(0..600_000));
         let mut g = RunGen {

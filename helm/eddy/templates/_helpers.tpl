@@ -126,3 +126,19 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
+
+{{/* `eddy fleet-watch`'s pod: a name of its own, so no other selector takes it. */}}
+{{- define "eddy.fleetWatch.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "eddy.name" . }}-fleet-watch
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: fleet-watch
+{{- end }}
+
+{{- define "eddy.fleetWatch.labels" -}}
+helm.sh/chart: {{ include "eddy.chart" . }}
+{{ include "eddy.fleetWatch.selectorLabels" . }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}

@@ -1,0 +1,190 @@
+//! `eddy fleet-watch`: fleet regression alerts over the rollups.
+//!
+//! A run is keyed by run id, so an agent's runs are spread over every input partition and no
+//! worker sees an agent whole. Rather than a second keyed Kafka stage (re-keying every run by
+//! agent, with its own state, changelog and rebalances), this daemon reads what the workers
+//! already made exact and durable: `rollup_minute FINAL`. On a schedule it takes each project's
+//! windows that are closed in event time (the newest rollup minute is `settle_seconds` past
+//! their end), evaluates each once with a pure function ([`eval::evaluate`]), and publishes the
+//! window's alerts together with the progress past it in one Kafka transaction. Same rows, same
+//! alerts, same bytes; a restart resumes after the last committed window (docs/fleet-alerts.md).
+pub mod alert;
+pub mod config;
+pub mod eval;
+mod kafka;
+mod store;
+
+pub use alert::{FleetAlert, Metric, Stat};
+pub use config::FleetConfig;
+pub use kafka::Progress;
+
+use crate::admin::Health;
+use crate::config::Config;
+use eval::Window;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("Kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    #[error("cannot create topic {topic}: {code}")]
+    CreateTopic {
+        topic: String,
+        code: rdkafka::types::RDKafkaErrorCode,
+    },
+    #[error("ClickHouse: {0}")]
+    ClickHouse(#[from] clickhouse::error::Error),
+    #[error(transparent)]
+    Sink(#[from] crate::sink::SinkError),
+    #[error(transparent)]
+    Admin(#[from] crate::admin::AdminError),
+    #[error("cannot encode an event: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("unreadable record at offset {offset} of the fleet state topic: {why}")]
+    State { offset: i64, why: String },
+    #[error("the fleet state topic {0} could not be read to its end in time")]
+    StateTimeout(String),
+}
+
+impl FleetError {
+    /// The producer can publish no more: fenced by a newer instance with the same
+    /// transactional id, or broken. Retrying cannot help; exiting lets one instance run.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, FleetError::Kafka(rdkafka::error::KafkaError::Transaction(e)) if e.is_fatal())
+    }
+}
+
+/// How `eddy fleet-watch` runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WatchOptions {
+    /// One pass over the windows closed now, then exit (a cron job, or a test).
+    pub once: bool,
+    /// Never evaluate a window ending after this (epoch seconds).
+    pub until: Option<u32>,
+}
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PassStats {
+    pub windows: u64,
+    pub alerts: u64,
+}
+
+/// Run until `shutdown` (or after one pass with `once`). A window's transaction is never cut:
+/// shutdown is checked between windows.
+pub async fn run(
+    cfg: Config,
+    opts: WatchOptions,
+    shutdown: CancellationToken,
+) -> Result<PassStats, FleetError> {
+    let health = Arc::new(Health::default());
+    if let Some(addr) = &cfg.fleet.admin_addr {
+        crate::admin::serve(addr, health.clone()).await?;
+    }
+    kafka::ensure_topics(&cfg).await?;
+    let sink = crate::sink::ClickHouseSink::connect(&cfg).await?;
+    let store = store::Store::new(sink.client().clone(), &cfg.clickhouse_database);
+    let publisher = tokio::task::block_in_place(|| kafka::Publisher::new(&cfg))?;
+    let mut progress = tokio::task::block_in_place(|| kafka::read_progress(&cfg))?;
+    tracing::info!(projects = progress.len(), "fleet-watch: progress restored");
+    health.set_consuming(true);
+    let mut total = PassStats::default();
+    loop {
+        match pass(&cfg, opts, &store, &publisher, &mut progress, &shutdown).await {
+            Ok(s) => {
+                health.set_clickhouse_ok(true);
+                total.windows += s.windows;
+                total.alerts += s.alerts;
+            }
+            Err(e) if !opts.once && !e.is_fatal() => {
+                // An outage delays evaluation; nothing is skipped, the next pass resumes.
+                health.set_clickhouse_ok(false);
+                metrics::counter!("eddy_fleet_errors_total").increment(1);
+                tracing::warn!(error = %e, "fleet-watch: pass failed; retrying at the next interval");
+            }
+            Err(e) => return Err(e),
+        }
+        if opts.once || shutdown.is_cancelled() {
+            break;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(Duration::from_millis(cfg.fleet.interval_ms)) => {}
+        }
+    }
+    health.set_draining();
+    tracing::info!(
+        windows = total.windows,
+        alerts = total.alerts,
+        "fleet-watch: stopped"
+    );
+    Ok(total)
+}
+
+async fn pass(
+    cfg: &Config,
+    opts: WatchOptions,
+    store: &store::Store,
+    publisher: &kafka::Publisher,
+    progress: &mut BTreeMap<String, u32>,
+    shutdown: &CancellationToken,
+) -> Result<PassStats, FleetError> {
+    let f = &cfg.fleet;
+    let mut stats = PassStats::default();
+    for (project, watermark) in store.watermarks().await? {
+        let mut closed = watermark.saturating_sub(f.settle_seconds);
+        if let Some(u) = opts.until {
+            closed = closed.min(u);
+        }
+        let due = eval::due_windows(
+            progress.get(&project).copied(),
+            closed,
+            f.window_seconds,
+            f.backfill_windows,
+        );
+        for start in due {
+            if shutdown.is_cancelled() {
+                return Ok(stats);
+            }
+            let window = Window {
+                start,
+                seconds: f.window_seconds,
+            };
+            let rows = store
+                .minutes(
+                    &project,
+                    window.baseline_start(f.baseline_windows),
+                    window.end(),
+                )
+                .await?;
+            let alerts = eval::evaluate(&project, window, &rows, f);
+            let record = Progress {
+                v: 1,
+                project_id: project.clone(),
+                window_seconds: f.window_seconds,
+                evaluated_until: window.end(),
+            };
+            publisher.publish(&alerts, &record).await?;
+            progress.insert(project.clone(), window.end());
+            for a in &alerts {
+                tracing::warn!(
+                    project = %a.project_id, agent = %a.agent_name,
+                    version = a.agent_version.as_deref().unwrap_or(""),
+                    metric = a.metric.as_str(), window_start = %a.window_start,
+                    baseline = a.baseline.value, current = a.current.value,
+                    "fleet regression"
+                );
+                metrics::counter!("eddy_fleet_alerts_total", "metric" => a.metric.as_str())
+                    .increment(1);
+            }
+            metrics::counter!("eddy_fleet_windows_evaluated_total").increment(1);
+            metrics::gauge!("eddy_fleet_evaluated_until_seconds").set(f64::from(window.end()));
+            stats.windows += 1;
+            stats.alerts += alerts.len() as u64;
+        }
+    }
+    Ok(stats)
+}

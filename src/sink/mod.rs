@@ -183,9 +183,9 @@ impl DdlOptions {
             .unwrap_or_default()
     }
 
-    /// Statements that precede the migrations: the database and the migration ledger. The
-    /// ledger is local to the node eddy talks to; every statement is idempotent, so another
-    /// node re-applying them changes nothing.
+    /// Statements that precede the migrations: the database and the migration ledger (on a
+    /// cluster, replicated to every node). Every statement is idempotent, so re-applying them
+    /// changes nothing.
     pub fn bootstrap(&self) -> Vec<String> {
         let db = &self.db;
         // On a cluster the ledger is one replicated table on every node (one path for all

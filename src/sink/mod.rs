@@ -183,17 +183,31 @@ impl DdlOptions {
             .unwrap_or_default()
     }
 
-    /// Statements that precede the migrations: the database and the migration ledger. The
-    /// ledger is local to the node eddy talks to; every statement is idempotent, so another
-    /// node re-applying them changes nothing.
+    /// Statements that precede the migrations: the database and the migration ledger (on a
+    /// cluster, replicated to every node). Every statement is idempotent, so re-applying them
+    /// changes nothing.
     pub fn bootstrap(&self) -> Vec<String> {
         let db = &self.db;
+        // On a cluster the ledger is one replicated table on every node (one path for all
+        // shards, so the replica name carries the shard too): a worker pointed at any node sees
+        // what `eddy migrate` applied through another. A node-local ledger made every other
+        // node's worker re-run the `ON CLUSTER` DDL at start, which waits for every host and so
+        // fails while a replica is down; with `migrate_on_start = false` it refused to start.
+        let ledger_engine = if self.cluster.is_some() {
+            format!(
+                "ReplicatedReplacingMergeTree('/clickhouse/tables/{db}/schema_migrations', \
+                 '{{shard}}-{{replica}}')"
+            )
+        } else {
+            "ReplacingMergeTree".to_string()
+        };
         vec![
             format!("CREATE DATABASE IF NOT EXISTS {db}{}", self.on_cluster()),
             format!(
-                "CREATE TABLE IF NOT EXISTS {db}.schema_migrations \
+                "CREATE TABLE IF NOT EXISTS {db}.schema_migrations{} \
                  (version UInt32, name String, applied_at DateTime) \
-                 ENGINE = ReplacingMergeTree ORDER BY version"
+                 ENGINE = {ledger_engine} ORDER BY version",
+                self.on_cluster()
             ),
         ]
     }
@@ -387,6 +401,11 @@ impl ClickHouseSink {
             // rows, so the commit rule still means "in ClickHouse". (24.x+ also calls it
             // distributed_foreground_insert.)
             client = client.with_setting("insert_distributed_sync", "1");
+            // The query pack filters steps by `IN (SELECT ... FROM runs)` and joins the two:
+            // both Distributed, which ClickHouse refuses by default ("double-distributed
+            // subqueries"). Every table is sharded by (project_id, run_id), so a run's rows
+            // share a shard and each shard can answer with its own local tables.
+            client = client.with_setting("distributed_product_mode", "local");
         }
         Self {
             client,
@@ -437,19 +456,8 @@ impl ClickHouseSink {
         let db = &self.db;
         let ddl = self.ddl().await?;
         // A missing database or ledger reads as "nothing applied", which the error then says.
-        let exists: u8 = self
-            .client
-            .query("SELECT count() > 0 FROM system.tables WHERE database = ? AND name = 'schema_migrations'")
-            .bind(db.as_str())
-            .fetch_one()
-            .await
-            .map_err(|e| self.err(e))?;
-        let done: Vec<u32> = if exists == 1 {
-            self.client
-                .query(&format!("SELECT version FROM {db}.schema_migrations"))
-                .fetch_all()
-                .await
-                .map_err(|e| self.err(e))?
+        let done: Vec<u32> = if self.ledger_exists().await? {
+            self.applied_versions().await?
         } else {
             Vec::new()
         };
@@ -469,6 +477,39 @@ impl ClickHouseSink {
         }
     }
 
+    async fn ledger_exists(&self) -> Result<bool, SinkError> {
+        let exists: u8 = self
+            .client
+            .query("SELECT count() > 0 FROM system.tables WHERE database = ? AND name = 'schema_migrations'")
+            .bind(self.db.as_str())
+            .fetch_one()
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(exists == 1)
+    }
+
+    /// The versions in the ledger. On a cluster the ledger is replicated, and a row written
+    /// through another node may not have arrived yet: the replica first catches up with its
+    /// replication log (best effort: an account without SYSTEM rights reads what is there).
+    async fn applied_versions(&self) -> Result<Vec<u32>, SinkError> {
+        let db = &self.db;
+        if self.cluster.is_some() {
+            if let Err(e) = self
+                .client
+                .query(&format!("SYSTEM SYNC REPLICA {db}.schema_migrations"))
+                .execute()
+                .await
+            {
+                tracing::debug!(error = %e, "SYSTEM SYNC REPLICA on the migration ledger failed");
+            }
+        }
+        self.client
+            .query(&format!("SELECT version FROM {db}.schema_migrations"))
+            .fetch_all()
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     /// Apply pending migrations in order; returns the names applied now.
     pub async fn migrate(&self) -> Result<Vec<String>, SinkError> {
         let db = &self.db;
@@ -480,19 +521,19 @@ impl ClickHouseSink {
                  (drop old monthly partitions with ALTER TABLE ... DROP PARTITION)"
             );
         }
-        for sql in ddl.bootstrap() {
-            self.client
-                .query(&sql)
-                .execute()
-                .await
-                .map_err(|e| self.err(e))?;
+        // On a cluster every `ON CLUSTER` statement waits for every host, so a worker starting
+        // while one replica is down would hang in the bootstrap and fail: once this node has the
+        // (replicated) ledger, the bootstrap has run cluster-wide and is skipped.
+        if self.cluster.is_none() || !self.ledger_exists().await? {
+            for sql in ddl.bootstrap() {
+                self.client
+                    .query(&sql)
+                    .execute()
+                    .await
+                    .map_err(|e| self.err(e))?;
+            }
         }
-        let done: Vec<u32> = self
-            .client
-            .query(&format!("SELECT version FROM {db}.schema_migrations"))
-            .fetch_all()
-            .await
-            .map_err(|e| self.err(e))?;
+        let done = self.applied_versions().await?;
         let mut applied = Vec::new();
         for (version, name, stmts) in ddl.migrations() {
             if done.contains(&version) {
@@ -697,6 +738,17 @@ mod tests {
                 "Distributed('prod', 'eddy', '{t}_local', cityHash64(project_id, run_id))"
             ))));
         }
-        assert!(opts(true, Some("prod"), 0).bootstrap()[0].ends_with("ON CLUSTER 'prod'"));
+        let boot = opts(true, Some("prod"), 0).bootstrap();
+        assert!(boot[0].ends_with("ON CLUSTER 'prod'"));
+        assert!(
+            boot[1].starts_with("CREATE TABLE IF NOT EXISTS eddy.schema_migrations ON CLUSTER 'prod'")
+                && boot[1].contains(
+                    "ReplicatedReplacingMergeTree('/clickhouse/tables/eddy/schema_migrations', '{shard}-{replica}')"
+                ),
+            "{}",
+            boot[1]
+        );
+        let single = opts(true, None, 0).bootstrap();
+        assert!(!single.concat().contains("ON CLUSTER") && !single.concat().contains("Replicated"));
     }
 }

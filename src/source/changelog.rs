@@ -18,6 +18,7 @@ use crate::contract::RunKey;
 use crate::engine::{Change, PartitionMeta, RunState};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 pub const META_KEY: &[u8] = b"\"__meta__\"";
+/// How long a restore retries Kafka errors without progress before it fails.
+const RESTORE_RETRY: Duration = Duration::from_secs(60);
 const VERSION: u32 = 4;
 
 #[derive(Serialize)]
@@ -154,7 +157,24 @@ pub fn restore_with(
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
         .create()?;
-    let (low, high) = c.fetch_watermarks(topic, partition, Duration::from_secs(15))?;
+    // While a broker fails over, the partition has no reachable leader for a few seconds:
+    // errors are retried (librdkafka finds the new leader) until RESTORE_RETRY passes without
+    // progress, as the group consumer does; only then is the restore (and the worker) failed.
+    let mut failing_since: Option<Instant> = None;
+    let retry = |since: &mut Option<Instant>, e: KafkaError| -> Result<(), SourceError> {
+        if since.get_or_insert_with(Instant::now).elapsed() >= RESTORE_RETRY {
+            return Err(e.into());
+        }
+        tracing::warn!(error = %e, partition, "changelog restore: retrying");
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(())
+    };
+    let (low, high) = loop {
+        match c.fetch_watermarks(topic, partition, Duration::from_secs(15)) {
+            Ok(w) => break w,
+            Err(e) => retry(&mut failing_since, e)?,
+        }
+    };
     let mut out = Restored::default();
     if high <= low {
         out.elapsed = started.elapsed();
@@ -173,8 +193,12 @@ pub fn restore_with(
         let msg = match msg {
             Ok(m) => m,
             Err(rdkafka::error::KafkaError::PartitionEOF(_)) => break,
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                retry(&mut failing_since, e)?;
+                continue;
+            }
         };
+        failing_since = None;
         next = msg.offset() + 1;
         out.records += 1;
         let key = msg.key().unwrap_or_default();

@@ -134,11 +134,15 @@ async fn run(sh: Arc<Shared>, partition: i32, emitter: Emitter, mut rx: mpsc::Re
     let mut task = match Task::restore(sh, partition, emitter).await {
         Ok(t) => t,
         Err(e) => {
-            // Reported at the next barrier, which ends the worker.
+            // Reported at the next barrier, which ends the worker. Only a barrier takes the
+            // error: messages queued before it must not consume it, or the barrier's reply is
+            // dropped and the worker ends with "task stopped unexpectedly" instead of the cause.
             let mut err = Some(e);
             while let Some(cmd) = rx.recv().await {
-                if let (Cmd::Barrier(reply), Some(e)) = (cmd, err.take()) {
-                    let _ = reply.send(Err(e));
+                if let Cmd::Barrier(reply) = cmd {
+                    if let Some(e) = err.take() {
+                        let _ = reply.send(Err(e));
+                    }
                 }
             }
             return;

@@ -12,19 +12,12 @@
 mod cluster;
 mod common;
 
-use cluster::{dump, Cluster, TABLES};
+use cluster::{dump, runs, Cluster, TABLES};
 use common::*;
 use eddy::contract::OutputEvent;
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn runs() -> usize {
-    std::env::var("EDDY_CLUSTER_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500)
-}
 
 fn node(url: &str) -> clickhouse::Client {
     clickhouse::Client::default()

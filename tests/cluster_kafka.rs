@@ -11,7 +11,7 @@
 mod cluster;
 mod common;
 
-use cluster::{dump, Cluster, TABLES};
+use cluster::{dump, runs, Cluster, TABLES};
 use common::*;
 use eddy::config::{Config, Delivery};
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
@@ -22,13 +22,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn runs() -> usize {
-    std::env::var("EDDY_CLUSTER_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500)
-}
 
 fn mode_env(d: Delivery) -> Vec<(&'static str, String)> {
     let mode = match d {

@@ -105,3 +105,11 @@ pub const TABLES: [(&str, &str); 4] = [
     ("signals", "project_id, run_id, event_id"),
     ("rollup_minute", "project_id, bucket, run_id"),
 ];
+
+/// How many runs a cluster test feeds (`EDDY_CLUSTER_RUNS`, default 500).
+pub fn runs() -> usize {
+    std::env::var("EDDY_CLUSTER_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500)
+}

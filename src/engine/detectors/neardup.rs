@@ -511,31 +511,17 @@ fn arg_text(v: &Json<'_>, out: &mut String) {
     }
 }
 
-/// Outputs longer than this are compared by their exact key only: tokenising them on every
+/// Outputs longer than this are compared by their exact key only: hashing them again on every
 /// call would cost more than the rare reshuffled long answer is worth.
 const BAG_MAX_OUTPUT: usize = 16 * 1024;
 
-#[derive(Clone, Copy)]
-struct DataBag {
-    /// Whether the data has at least `rich_data_words` distinct words.
-    rich: bool,
-    /// The key rich data is compared by; `None` when it is not rich or too long.
-    key: Option<u64>,
-}
-
-/// Rich data compared without the order of its lists: a search that answers again with the
-/// same documents in a new order, each with a fresh result id and relevance score, gives the
-/// same key. Only lists are reordered (a text keeps its word order: the same words rearranged
-/// are another text), and only rich data gets a key (short data such as `{"status": 3}` is
-/// compared exactly), none past [`BAG_MAX_OUTPUT`].
-fn data_bag(output: &Json<'_>, output_text: &str, rich_words: usize) -> DataBag {
+/// Whether data has at least `rich_words` distinct words.
+fn is_rich_text(output_text: &str, rich_words: usize) -> bool {
     let w = Words::of(output_text);
     let mut all: Vec<&str> = w.iter().collect();
     all.sort_unstable();
     all.dedup();
-    let rich = all.len() >= rich_words;
-    let key = (rich && output_text.len() <= BAG_MAX_OUTPUT).then(|| unordered_key(output));
-    DataBag { rich, key }
+    all.len() >= rich_words
 }
 
 /// Whether the value is, or holds at its top level, a list of two or more objects.
@@ -555,20 +541,27 @@ fn fold(h: u64, x: u64) -> u64 {
 }
 
 /// The key of a value with every list's elements in sorted order and generated identifiers
-/// and scores (see [`token_key`], [`is_score`]) left out.
+/// and scores (see [`token_key`], [`is_score`]) left out: a search that answers again with the
+/// same documents in a new order, each with a fresh result id and relevance score, gives the
+/// same key. Only lists are reordered: a text keeps its word order (the same words rearranged
+/// are another text).
 fn unordered_key(v: &Json<'_>) -> u64 {
-    use crate::engine::text::fnv64;
     match v {
         Json::Null => 1,
         Json::Bool(b) => 2 + u64::from(*b),
         Json::Number(n) => match n.as_f64() {
             Some(x) if is_score(x) => 4,
-            _ => fnv64(n.to_string().as_bytes()),
+            Some(x) => fold(8, x.to_bits()),
+            None => fold(9, bytes_key(n.to_string().as_bytes())),
         },
+        // Without a digit nothing in it is generated: the text as it is (most texts).
+        Json::String(t) if !t.bytes().any(|c| c.is_ascii_digit()) => {
+            fold(5, bytes_key(t.as_bytes()))
+        }
         Json::String(t) => t
             .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '"' | '\'' | '(' | ')'))
             .filter(|t| !t.is_empty())
-            .fold(5, |h, t| fold(h, token_key(t))),
+            .fold(10, |h, t| fold(h, token_key(t))),
         Json::Array(a) => {
             let mut keys: smallvec::SmallVec<[u64; 16]> = a.iter().map(unordered_key).collect();
             keys.sort_unstable();
@@ -576,7 +569,7 @@ fn unordered_key(v: &Json<'_>) -> u64 {
         }
         // Entries are held in key order already.
         Json::Object(o) => o.iter().fold(7, |h, (k, v)| {
-            fold(fold(h, fnv64(k.as_bytes())), unordered_key(v))
+            fold(fold(h, bytes_key(k.as_bytes())), unordered_key(v))
         }),
     }
 }
@@ -591,13 +584,36 @@ fn is_score(x: f64) -> bool {
 /// `-`, `:`) of five characters or more that mixes letters with at least two digits, as in
 /// `res_01f3a7` or `u_8c2d1e`. Names such as `manifest_0` or `v2` keep their digits.
 fn token_key(t: &str) -> u64 {
-    let mut h = crate::engine::text::fnv64(b"w");
+    let mut h = 11;
     for seg in t.split(['.', '/', '_', '-', ':']) {
         let digits = seg.bytes().filter(u8::is_ascii_digit).count();
         let letters = seg.bytes().filter(u8::is_ascii_alphabetic).count();
         let generated = seg.len() >= 5 && digits >= 2 && letters >= 1;
         let part: &[u8] = if generated { b"#" } else { seg.as_bytes() };
-        h = fold(h, crate::engine::text::fnv64(part));
+        h = fold(h, bytes_key(part));
+    }
+    h
+}
+
+/// A hash of `b`, eight bytes at a step (splitmix64's finaliser after each): a key compared for
+/// equality within one run's window, written to its records, so it must not change between
+/// builds (no `std` hasher).
+fn bytes_key(b: &[u8]) -> u64 {
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut h = mix(b.len() as u64 ^ 0x9e37_79b9_7f4a_7c15);
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        h = mix(h ^ u64::from_le_bytes(c.try_into().expect("eight bytes")));
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut last = [0u8; 8];
+        last[..rest.len()].copy_from_slice(rest);
+        h = mix(h ^ u64::from_le_bytes(last));
     }
     h
 }
@@ -636,23 +652,15 @@ impl NearDupState {
         // Needed only if some call of the same tool has a stagnant result too.
         let full: std::cell::OnceCell<Signature> = std::cell::OnceCell::new();
         let (cur_step, cur_action) = (v.step.step_index, v.action_key);
-        // Rich data is compared as a bag of words (see `data_bag`); the words also say
-        // whether it is rich, read at most once.
-        let bag = std::cell::OnceCell::new();
-        let data_bag = || {
-            *bag.get_or_init(|| {
-                data_bag(&v.canon.output, &v.canon.output_text, cfg.rich_data_words)
-            })
-        };
-        // Only lists of records are compared without their order (the same documents
-        // reshuffled); the structural check comes first, as it costs no tokenising.
+        // Lists of records are compared without their order (the same documents reshuffled,
+        // see `unordered_key`), from the parsed value: no tokenising.
         let bag_key = match (&v.failure, v.out_kind) {
             (None, OutKind::Data)
                 if cfg.rich_data_words > 0
                     && v.canon.output_text.len() <= BAG_MAX_OUTPUT
                     && holds_records(&v.canon.output) =>
             {
-                data_bag().key
+                Some(unordered_key(&v.canon.output))
             }
             _ => None,
         };
@@ -667,7 +675,10 @@ impl NearDupState {
             full: full_now,
             sig: &sig_buf[..sig_len],
         };
-        let is_rich = || data_bag().rich;
+        // Read only when a stagnant entry of the same tool is met, at most once.
+        let rich = std::cell::OnceCell::new();
+        let is_rich =
+            || *rich.get_or_init(|| is_rich_text(&v.canon.output_text, cfg.rich_data_words));
         // Without features there is no level whatever the window holds (below): no cluster.
         // Nor without an entry of the same tool and kind (a stagnant pair needs both).
         let unlike = !matches!(cur.kind, OutKind::Failure | OutKind::Empty | OutKind::Data)
@@ -715,9 +726,10 @@ impl NearDupState {
         // Exact repeats are `repeated_operation`'s; this detector is about paraphrases.
         let strong = match cur.kind {
             OutKind::Empty | OutKind::Failure => true,
-            // The same list of records (documents, rows as objects) for a reworded question;
-            // one identical text (a test run's summary) is also what different commands print.
-            OutKind::Data => bag_key.is_some(),
+            // The same rich list of records (documents) for a reworded question; one identical
+            // text (a test run's summary) is also what different commands print, and a short
+            // list what a batch of lookups returns.
+            OutKind::Data => bag_key.is_some() && hits >= 2 && is_rich(),
             _ => false,
         };
         let levels = if strong {

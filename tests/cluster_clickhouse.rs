@@ -12,7 +12,7 @@
 mod cluster;
 mod common;
 
-use cluster::{dump, runs, Cluster, TABLES};
+use cluster::{await_rows, dump, runs, Cluster, TABLES};
 use common::*;
 use eddy::contract::OutputEvent;
 use std::collections::BTreeMap;
@@ -156,14 +156,7 @@ async fn three_workers_through_a_sharded_replicated_cluster_match_one_server() {
         Duration::from_secs(300),
         Some(&mut w_ref),
     );
-    let t = Duration::from_secs(120);
-    let runs = fleet.runs as u64;
-    for c in [&cfg, &reference] {
-        let q = "SELECT count() FROM {db}.steps FINAL";
-        assert_eq!(await_ch_count(c, q, fleet.steps, t).await, fleet.steps);
-        let q = "SELECT count() FROM {db}.runs FINAL";
-        assert_eq!(await_ch_count(c, q, runs, t).await, runs);
-    }
+    await_rows(&[&cfg, &reference], fleet.steps, fleet.runs as u64).await;
     eprintln!(
         "{} events through the cluster in {:.1}s",
         fleet.lines.len(),

@@ -11,7 +11,7 @@
 mod cluster;
 mod common;
 
-use cluster::{dump, runs, Cluster, TABLES};
+use cluster::{await_rows, dump, runs, Cluster, TABLES};
 use common::*;
 use eddy::config::{Config, Delivery};
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
@@ -294,14 +294,7 @@ async fn one_mode(ep: &Endpoints, kafka: &Cluster, delivery: Delivery) {
         Duration::from_secs(300),
         Some(&mut w_ref),
     );
-    let t = Duration::from_secs(120);
-    let runs = fleet.runs as u64;
-    for c in [&cfg, &reference] {
-        let q = "SELECT count() FROM {db}.steps FINAL";
-        assert_eq!(await_ch_count(c, q, fleet.steps, t).await, fleet.steps);
-        let q = "SELECT count() FROM {db}.runs FINAL";
-        assert_eq!(await_ch_count(c, q, runs, t).await, runs);
-    }
+    await_rows(&[&cfg, &reference], fleet.steps, fleet.runs as u64).await;
     let ch = clickhouse(&cfg);
     for (table, order) in TABLES {
         let sql = |db: &str| format!("SELECT * FROM {db}.{table} FINAL ORDER BY {order}");

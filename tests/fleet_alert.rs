@@ -8,11 +8,8 @@ mod common;
 use common::*;
 use eddy::config::Config;
 use eddy::fleet::{FleetAlert, Metric};
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -107,6 +104,18 @@ fn fleet_watch(cfg: &Config, tag: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// The daemon, serving its admin endpoints on a fresh address (returned); killed by its guard
+/// if the test fails first.
+fn spawn_daemon(cfg: &Config) -> (Worker, String) {
+    let admin = free_addr();
+    let child = fleet_watch(cfg, "", &[])
+        .env("EDDY_FLEET__ADMIN_ADDR", &admin)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn");
+    (Worker(child), admin)
+}
+
 /// `eddy fleet-watch --once`; returns its summary line.
 fn once(cfg: &Config, tag: &str) -> String {
     let out = fleet_watch(cfg, tag, &["--once"])
@@ -123,32 +132,7 @@ fn once(cfg: &Config, tag: &str) -> String {
 /// Every committed record of `topic`, read to its end (`read_committed`); none if it does not
 /// exist yet.
 fn read_all(cfg: &Config, topic: &str) -> Vec<Vec<u8>> {
-    let mut cc = ClientConfig::new();
-    for (k, v) in cfg.kafka_client_props() {
-        cc.set(k, v);
-    }
-    let c: BaseConsumer = cc
-        .set("group.id", "eddy-test-reader")
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .create()
-        .expect("reader");
-    let md = c
-        .fetch_metadata(Some(topic), Duration::from_secs(10))
-        .expect("metadata");
-    let mut tpl = TopicPartitionList::new();
-    for t in md.topics() {
-        for p in t.partitions() {
-            tpl.add_partition_offset(topic, p.id(), Offset::Beginning)
-                .expect("tpl");
-        }
-    }
-    let mut open = tpl.count();
-    if open == 0 {
-        return Vec::new();
-    }
-    c.assign(&tpl).expect("assign");
+    let (c, mut open) = topic_reader(cfg, topic, &[("enable.partition.eof", "true")]);
     let start = Instant::now();
     let mut out = Vec::new();
     while open > 0 {
@@ -164,12 +148,6 @@ fn read_all(cfg: &Config, topic: &str) -> Vec<Vec<u8>> {
 
 fn alerts(cfg: &Config, tag: &str) -> Vec<Vec<u8>> {
     read_all(cfg, &alert_topic(cfg, tag))
-}
-
-/// A loopback address no one listens on now.
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").to_string()
 }
 
 /// The whole HTTP/1.0 response (status line, headers, body), or "" when nothing listens yet.
@@ -239,15 +217,7 @@ async fn a_new_version_that_loops_more_is_named_once() {
 
     // The daemon finds the closed windows on its own, says so on its admin server, and stops
     // gracefully once it alerted.
-    let admin = free_addr();
-    // Killed by its guard if the test fails first.
-    let mut daemon = Worker(
-        fleet_watch(&cfg, "", &[])
-            .env("EDDY_FLEET__ADMIN_ADDR", &admin)
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn"),
-    );
+    let (mut daemon, admin) = spawn_daemon(&cfg);
     let start = Instant::now();
     let metrics = loop {
         assert!(
@@ -359,14 +329,7 @@ async fn a_steady_fleet_raises_no_alert_and_one_instance_publishes() {
 
     // One instance publishes: a daemon (A) is fenced by a later start with the same
     // transactional id (B), so when hour 7 closes only a third pass (C) can judge it.
-    let admin = free_addr();
-    let mut a = Worker(
-        fleet_watch(&cfg, "", &[])
-            .env("EDDY_FLEET__ADMIN_ADDR", &admin)
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn"),
-    );
+    let (mut a, admin) = spawn_daemon(&cfg);
     let start = Instant::now();
     while !http_get(&admin, "/readyz").contains(" 200 OK") {
         assert!(start.elapsed() < Duration::from_secs(60), "A never ready");

@@ -113,3 +113,14 @@ pub fn runs() -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(500)
 }
+
+/// Waits until every database in `cfgs` holds `steps` steps and `runs` runs under `FINAL`.
+pub async fn await_rows(cfgs: &[&eddy::config::Config], steps: u64, runs: u64) {
+    let t = std::time::Duration::from_secs(120);
+    for c in cfgs {
+        let q = "SELECT count() FROM {db}.steps FINAL";
+        assert_eq!(crate::common::await_ch_count(c, q, steps, t).await, steps);
+        let q = "SELECT count() FROM {db}.runs FINAL";
+        assert_eq!(crate::common::await_ch_count(c, q, runs, t).await, runs);
+    }
+}

@@ -99,6 +99,12 @@ pub fn test_config(ep: &Endpoints, name: &str) -> Config {
     }
 }
 
+/// A loopback address no one listens on now.
+pub fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").to_string()
+}
+
 /// A worker process that is killed when the test ends, however it ends.
 pub struct Worker(pub Child);
 
@@ -183,25 +189,21 @@ pub struct Record {
     pub headers: HashMap<String, String>,
 }
 
-/// Read every record of `topic` from the beginning until `done(records)` holds or `timeout`.
-pub fn read_topic_until(
-    cfg: &Config,
-    topic: &str,
-    timeout: Duration,
-    mut worker: Option<&mut Child>,
-    mut done: impl FnMut(&[Record]) -> bool,
-) -> Vec<Record> {
+/// A `read_committed` consumer of `topic` assigned every partition from its beginning, and how
+/// many partitions that is (0 when the topic does not exist). `extra` adds client settings.
+pub fn topic_reader(cfg: &Config, topic: &str, extra: &[(&str, &str)]) -> (BaseConsumer, usize) {
     let mut cc = ClientConfig::new();
     // Brokers plus whatever security the config carries (SASL/TLS tests read that way too).
     for (k, v) in cfg.kafka_client_props() {
         cc.set(k, v);
     }
-    let c: BaseConsumer = cc
-        .set("group.id", "eddy-test-reader")
+    cc.set("group.id", "eddy-test-reader")
         .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .create()
-        .expect("reader");
+        .set("isolation.level", "read_committed");
+    for (k, v) in extra {
+        cc.set(*k, *v);
+    }
+    let c: BaseConsumer = cc.create().expect("reader");
     let md = c
         .fetch_metadata(Some(topic), Duration::from_secs(10))
         .expect("metadata");
@@ -212,7 +214,22 @@ pub fn read_topic_until(
                 .expect("tpl");
         }
     }
-    c.assign(&tpl).expect("assign");
+    let n = tpl.count();
+    if n > 0 {
+        c.assign(&tpl).expect("assign");
+    }
+    (c, n)
+}
+
+/// Read every record of `topic` from the beginning until `done(records)` holds or `timeout`.
+pub fn read_topic_until(
+    cfg: &Config,
+    topic: &str,
+    timeout: Duration,
+    mut worker: Option<&mut Child>,
+    mut done: impl FnMut(&[Record]) -> bool,
+) -> Vec<Record> {
+    let (c, _) = topic_reader(cfg, topic, &[]);
     let start = Instant::now();
     let mut out = Vec::new();
     let mut since_check = 0usize;

@@ -569,7 +569,7 @@ fn chanting(cfg: &ContentConfig, content: &str, step: u64) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::detectors::{budget, view::tests::step, DetectorConfig, RunDetectors};
+    use crate::engine::detectors::{view::tests::step, DetectorConfig, RunDetectors};
 
     /// Step `i` of a run: a thought whose content is `text`, through all detectors.
     fn think(d: &mut RunDetectors, cfg: &DetectorConfig, i: usize, text: &str) -> Vec<Finding> {
@@ -577,11 +577,7 @@ mod tests {
         (s.step_type, s.tool_name, s.step_index) = ("thought".into(), None, i as u64);
         (s.tool_input, s.tool_output) = (None, None);
         s.content = Some(text.into());
-        let canon = cfg.canonical(&s);
-        let mut out = Vec::new();
-        let caches = &mut crate::engine::detectors::Caches::default();
-        d.on_step(cfg, &s, &canon, budget::Counts::default(), caches, &mut out);
-        out
+        d.step_through(cfg, &s)
     }
 
     /// A thought keeps its information count in 32 bits: counts that fit compare exactly, and

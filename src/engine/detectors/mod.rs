@@ -939,6 +939,17 @@ pub struct Caches {
 }
 
 impl RunDetectors {
+    /// One step through the detectors as the engine runs it, for tests (fresh caches: outputs
+    /// never depend on them).
+    #[cfg(test)]
+    pub(crate) fn step_through(&mut self, cfg: &DetectorConfig, s: &Step) -> Vec<Finding> {
+        let canon = cfg.canonical(s);
+        let mut out = Vec::new();
+        let caches = &mut Caches::default();
+        self.on_step(cfg, s, &canon, budget::Counts::default(), caches, &mut out);
+        out
+    }
+
     /// Run every detector on one new step. `canon` comes from [`Canonical::compute`].
     pub fn on_step(
         &mut self,
@@ -1127,17 +1138,7 @@ mod tests {
                     success,
                 );
                 s.step_index = i;
-                let canon = cfg.canonical(&s);
-                let mut out = Vec::new();
-                let caches = &mut Caches::default();
-                d.on_step(
-                    &cfg,
-                    &s,
-                    &canon,
-                    budget::Counts::default(),
-                    caches,
-                    &mut out,
-                );
+                let out = d.step_through(&cfg, &s);
                 for f in &out {
                     assert!(f.step_indices.iter().all(|x| *x <= i), "{f:?}");
                     if f.detector == "repeated_operation" {
@@ -1162,17 +1163,7 @@ mod tests {
                 let input = format!(r#"{{"path":"f{}.rs"}}"#, i % 3);
                 let mut s = view::tests::step("read", &input, r#"{"n":1}"#, Some(true));
                 s.step_index = i;
-                let canon = cfg.canonical(&s);
-                let mut out = Vec::new();
-                let caches = &mut Caches::default();
-                d.on_step(
-                    &cfg,
-                    &s,
-                    &canon,
-                    budget::Counts::default(),
-                    caches,
-                    &mut out,
-                );
+                let out = d.step_through(&cfg, &s);
                 if first.is_none() && out.iter().any(|f| f.detector == "no_progress") {
                     first = Some(i);
                 }

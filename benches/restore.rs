@@ -3,11 +3,13 @@
 //!   eval "$(scripts/stack env)"; cargo bench --bench restore -- 100000
 //!
 //! Builds N realistic open runs by replaying simulated traffic through a PartitionEngine, writes
-//! their changelog records exactly as the worker does, then times `changelog::restore` (reading
-//! the partition to its end and decoding every record) three times and prints min/median/max.
+//! their changelog records exactly as the worker does, then times decoding them alone, and
+//! `source::restore::restore` (reading the partition to its end and decoding every record),
+//! three times each, and prints min/median/max.
+use eddy::changelog;
 use eddy::config::Config;
 use eddy::engine::{EngineConfig, PartitionEngine};
-use eddy::source::changelog;
+use eddy::source::restore;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -56,14 +58,30 @@ fn main() {
     assert_eq!(engine.open_runs(), n, "every run is open");
     let topic = cfg.changelog_topic();
     let mut bytes = 0usize;
+    let records: Vec<_> = engine
+        .take_changes()
+        .iter()
+        .map(|c| changelog::encode(c, 1))
+        .collect();
+    let mut decode_times = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        for (_, v) in &records {
+            let state = changelog::decode_run(v.as_deref().expect("a value")).expect("decodes");
+            std::hint::black_box(state);
+        }
+        decode_times.push(t.elapsed().as_secs_f64());
+    }
+    decode_times.sort_by(f64::total_cmp);
+    println!(
+        "decode only: min {:.2}s median {:.2}s max {:.2}s",
+        decode_times[0], decode_times[1], decode_times[2]
+    );
     rt.block_on(async {
         let mut em = eddy::emit::Emitter::plain(&cfg).expect("producer");
-        let changes = engine.take_changes();
-        for c in &changes {
-            let (k, v) = changelog::encode(c, 1);
+        for (k, v) in &records {
             bytes += k.len() + v.as_ref().map_or(0, Vec::len);
-            em.send_changelog(&topic, 0, &k, v.as_deref())
-                .expect("send");
+            em.send_changelog(&topic, 0, k, v.as_deref()).expect("send");
         }
         let meta = changelog::encode_meta(1, engine.meta());
         em.send_changelog(&topic, 0, changelog::META_KEY, Some(&meta))
@@ -73,7 +91,7 @@ fn main() {
     let mut times = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
-        let r = changelog::restore(&brokers, &topic, 0).expect("restore");
+        let r = restore::restore(&brokers, &topic, 0).expect("restore");
         times.push(t.elapsed().as_secs_f64());
         assert_eq!(r.runs.len(), n);
     }

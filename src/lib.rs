@@ -2,7 +2,8 @@
 //!
 //! The modules mirror the pipeline stages (see DESIGN.md):
 //! `source` (Kafka in) → `contract` (decode) → `engine` (pure detectors) →
-//! `emit` (signals, dead letters, changelog to Kafka) and `sink` (ClickHouse) →
+//! `emit` (signals, dead letters, changelog to Kafka; `changelog` is its records' schema) and
+//! `sink` (ClickHouse) →
 //! `worker` (per-partition ownership and the commit rule). `ingest` is keelwave's ingest API in
 //! front of the input topic, `admin` the health and metrics server of both daemons, `query` the
 //! analyst's query pack. `replay` runs the engine offline.
@@ -10,6 +11,7 @@
 
 pub mod admin;
 pub mod agent;
+pub mod changelog;
 pub mod config;
 pub mod contract;
 pub mod emit;

@@ -130,7 +130,9 @@ pub enum End<'a> {
 impl Serialize for RunState {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("RunState", 18)?;
+        // The length counts only the fields written: binary records declare it up front.
+        let fields = 17 + usize::from(self.minute.is_some());
+        let mut st = s.serialize_struct("RunState", fields)?;
         st.serialize_field("agent_name", &self.agent_name())?;
         st.serialize_field("started_ms", &self.reported_start())?;
         st.serialize_field("first_ms", &self.first_ms)?;

@@ -3,12 +3,12 @@
 use super::alert::FleetAlert;
 use super::FleetError;
 use crate::config::Config;
+use crate::source::compacted::read_to_end;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::{ClientConfig, Message};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -142,46 +142,10 @@ impl Publisher {
 /// Every project's progress for windows of `window_seconds`, from the committed state records.
 /// Read after [`Publisher::new`], which has aborted a crashed predecessor's open transaction.
 pub fn read_progress(cfg: &Config) -> Result<BTreeMap<String, u32>, FleetError> {
-    let mut cc = ClientConfig::new();
-    for (k, v) in cfg.kafka_client_props() {
-        cc.set(k, v);
-    }
-    let c: BaseConsumer = cc
-        .set("group.id", "eddy-fleet-watch-unused")
-        .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .create()?;
-    let topic = &cfg.fleet.state_topic;
-    // A topic created a moment ago may not be in the metadata yet.
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    let (low, high) = loop {
-        match c.fetch_watermarks(topic, 0, TIMEOUT) {
-            Ok(w) => break w,
-            Err(e) if std::time::Instant::now() > deadline => return Err(e.into()),
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    };
     let mut out = BTreeMap::new();
-    if high <= low {
-        return Ok(out);
-    }
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
-    c.assign(&tpl)?;
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    loop {
-        if std::time::Instant::now() > deadline {
-            return Err(FleetError::StateTimeout(topic.clone()));
-        }
-        let Some(msg) = c.poll(Duration::from_secs(1)) else {
-            continue;
-        };
-        let msg = match msg {
-            Ok(m) => m,
-            Err(rdkafka::error::KafkaError::PartitionEOF(_)) => break,
-            Err(e) => return Err(e.into()),
-        };
+    let props = cfg.kafka_client_props();
+    // A topic created a moment ago may not be in the metadata yet: its errors are retried.
+    read_to_end::<FleetError>(&props, &cfg.fleet.state_topic, 0, TIMEOUT, |msg| {
         if let Some(p) = msg.payload() {
             let rec: Progress = serde_json::from_slice(p).map_err(|e| FleetError::State {
                 offset: msg.offset(),
@@ -191,9 +155,7 @@ pub fn read_progress(cfg: &Config) -> Result<BTreeMap<String, u32>, FleetError> 
                 out.insert(rec.project_id, rec.evaluated_until);
             }
         }
-        if msg.offset() + 1 >= high {
-            break;
-        }
-    }
+        Ok(())
+    })?;
     Ok(out)
 }

@@ -45,8 +45,8 @@ pub enum FleetError {
     Encode(#[source] serde_json::Error),
     #[error("unreadable record at offset {offset} of the fleet state topic: {why}")]
     State { offset: i64, why: String },
-    #[error("the fleet state topic {0} could not be read to its end in time")]
-    StateTimeout(String),
+    #[error("the fleet state topic: {0}")]
+    StateTimeout(#[from] crate::source::compacted::Stalled),
 }
 
 impl FleetError {

@@ -1,5 +1,6 @@
 //! Kafka input: the group consumer, rebalance bookkeeping, topic set-up and changelog restore.
-pub mod changelog;
+pub mod compacted;
+pub mod restore;
 
 use crate::config::Config;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -37,6 +38,8 @@ pub enum SourceError {
         changelog: String,
         changelog_partitions: usize,
     },
+    #[error(transparent)]
+    Stalled(#[from] compacted::Stalled),
     #[error("changelog record at {partition}/{offset} is unreadable: {why}")]
     Changelog {
         partition: i32,

@@ -3,6 +3,7 @@
 //! barrier, and its next offset. Tasks run on every core; they never commit: at a barrier they
 //! hand their epoch to the coordinator, which makes it durable and commits (see `super`).
 use super::{check_key, wall_ms, WorkerError};
+use crate::changelog;
 use crate::config::Config;
 use crate::contract::input::decode_bounded;
 use crate::contract::{Event, OutputEvent, RunKey};
@@ -10,7 +11,7 @@ use crate::emit::{DeadLetter, Emitter, Outbox};
 use crate::engine::{EngineConfig, Outcome, PartitionEngine};
 use crate::sink::rows::{push_output, RollupRow, Source};
 use crate::sink::{Batch, StepRow};
-use crate::source::changelog;
+use crate::source::restore::restore_with;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -124,7 +125,7 @@ struct Task {
     /// Messages below this offset are already reflected in the restored state.
     skip_below: i64,
     /// Restored runs whose changelog record is newer than the meta record: their events below
-    /// the given offset are already in their state (see `changelog::Restored::run_offsets`).
+    /// the given offset are already in their state (see `source::restore::Restored::run_offsets`).
     run_offsets: HashMap<RunKey, i64>,
     run_offsets_max: i64,
 }
@@ -177,8 +178,7 @@ impl Task {
         let props = sh.cfg.kafka_client_props();
         let topic = sh.changelog_topic.clone();
         let restored =
-            tokio::task::spawn_blocking(move || changelog::restore_with(&props, &topic, partition))
-                .await??;
+            tokio::task::spawn_blocking(move || restore_with(&props, &topic, partition)).await??;
         metrics::histogram!("eddy_state_restore_seconds").record(restored.elapsed.as_secs_f64());
         tracing::info!(
             partition,

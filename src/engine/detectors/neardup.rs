@@ -56,8 +56,7 @@ impl Default for NearDupConfig {
 /// arguments have one to a few features, and a window of full signatures was the largest part
 /// of a run's state; the signature is recomputed, exactly, only when a call of the same tool
 /// with a stagnant result is compared against it. This is the records' form.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 enum Sig {
     /// The signature itself (also what records written before `Features` hold), as byte
     /// slots; records of version 3 hold 16-bit ones and earlier ones 32-bit ones, read as
@@ -67,6 +66,51 @@ enum Sig {
     /// [`MAX_FEATURES`] (records of version 3 and before allowed eight: more than
     /// [`MAX_FEATURES`] are read as the full signature they give).
     Features { f: Vec<u64> },
+}
+
+/// JSON records (versions 2 to 4) tell the forms apart by their shape.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum SigJson<V, F> {
+    Full(V),
+    Features { f: F },
+}
+
+/// Binary records name the form: reading an untagged enum buffers every entry's signature
+/// to try each form in turn, the costliest part of a restore.
+#[derive(Serialize, Deserialize)]
+enum SigBinary<V, F> {
+    Full(V),
+    Features(F),
+}
+
+impl Serialize for Sig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        type Json<'a> = SigJson<&'a [u32], &'a [u64]>;
+        type Binary<'a> = SigBinary<&'a [u32], &'a [u64]>;
+        match (self, s.is_human_readable()) {
+            (Sig::Full(v), true) => Json::Full(v).serialize(s),
+            (Sig::Features { f }, true) => Json::Features { f }.serialize(s),
+            (Sig::Full(v), false) => Binary::Full(v).serialize(s),
+            (Sig::Features { f }, false) => Binary::Features(f).serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Sig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(if d.is_human_readable() {
+            match SigJson::<Vec<u32>, Vec<u64>>::deserialize(d)? {
+                SigJson::Full(v) => Sig::Full(v),
+                SigJson::Features { f } => Sig::Features { f },
+            }
+        } else {
+            match SigBinary::<Vec<u32>, Vec<u64>>::deserialize(d)? {
+                SigBinary::Full(v) => Sig::Full(v),
+                SigBinary::Features(f) => Sig::Features { f },
+            }
+        })
+    }
 }
 
 /// Feature hashes (two words each) are kept instead of the signature while they are no

@@ -1,0 +1,161 @@
+//! The decoded events, owned: what the engine and the encoder work with once a message passed
+//! every check. Kept apart from the decoders so that readers of the event shape need not wade
+//! through how it is parsed.
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// A JSON value's text exactly as it arrived (keelwave's fingerprint of record hashes these
+/// bytes), known to be valid JSON. serde_json's `Box<RawValue>` would do, but it can only be
+/// built by parsing the text again, and the fast path's scan has already checked it by
+/// serde_json's own rules: that second parse was 3 % of a replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonText(Box<str>);
+
+impl JsonText {
+    /// Checks `text` as serde_json reads a `RawValue` (surrounding whitespace trimmed).
+    pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str::<&RawValue>(text).map(Self::from)
+    }
+
+    /// Text the scanner has checked, without surrounding whitespace.
+    pub(super) fn scanned(text: &str) -> Self {
+        Self(text.into())
+    }
+
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&RawValue> for JsonText {
+    fn from(r: &RawValue) -> Self {
+        Self(r.get().into())
+    }
+}
+
+/// A run is identified by (project_id, run_id); run ids are only unique within a project.
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, Deserialize,
+)]
+pub struct RunKey {
+    pub project_id: String,
+    pub run_id: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    RunStarted(RunStarted),
+    Step(Step),
+    RunFinished(RunFinished),
+}
+
+impl Event {
+    pub fn key(&self) -> &RunKey {
+        match self {
+            Event::RunStarted(e) => &e.key,
+            Event::Step(e) => &e.key,
+            Event::RunFinished(e) => &e.key,
+        }
+    }
+    pub fn ts_ms(&self) -> i64 {
+        match self {
+            Event::RunStarted(e) => e.ts_ms,
+            Event::Step(e) => e.ts_ms,
+            Event::RunFinished(e) => e.ts_ms,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunStarted {
+    pub key: RunKey,
+    pub ts_ms: i64,
+    pub agent_name: String,
+    pub input: Option<String>,
+    pub metadata: Option<JsonText>,
+}
+
+/// `Default` gives an empty step for agents to fill (`Step { step_type: .., ..Default::default() }`).
+#[derive(Debug, Clone, Default)]
+pub struct Step {
+    pub key: RunKey,
+    pub ts_ms: i64,
+    pub step_index: u64,
+    pub step_type: String,
+    pub content: Option<String>,
+    pub tool_name: Option<String>,
+    /// Exactly the bytes that arrived: keelwave's fingerprint of record hashes them unchanged.
+    pub tool_input: Option<JsonText>,
+    pub tool_output: Option<JsonText>,
+    pub tool_success: Option<bool>,
+    pub tool_latency_ms: Option<f64>,
+    pub tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub tokens_in_context: Option<u64>,
+    pub agent: Option<String>,
+    pub caller: Option<String>,
+    pub metadata: Option<JsonText>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Completed,
+    Failed,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunFinished {
+    pub key: RunKey,
+    pub ts_ms: i64,
+    pub status: RunStatus,
+    pub termination_reason: Option<TerminationReason>,
+    pub output: Option<String>,
+    /// The loop flag the agent computed itself (keelwave's finish `loop_detected`), if reported.
+    pub reported_loop_detected: Option<bool>,
+    /// Where the agent says its loop began (keelwave's `loop_step_index`).
+    pub reported_loop_step_index: Option<u64>,
+    /// Totals the agent counted itself (keelwave's finish totals).
+    pub reported_totals: Option<ReportedTotals>,
+}
+
+/// Run totals as reported by the agent (optional `reported_totals` on `run_finished`), under
+/// keelwave's finish-call names. eddy keeps its own totals; these are recorded for comparison.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, Deserialize)]
+pub struct ReportedTotals {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_steps: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminationReason {
+    Clean,
+    MaxStepsReached,
+    ContextLimit,
+    Error,
+    LoopDetected,
+    Timeout,
+    /// Output only: eddy closed the run to stay within `engine.max_open_runs`.
+    Evicted,
+}
+
+impl TerminationReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminationReason::Clean => "clean",
+            TerminationReason::MaxStepsReached => "max_steps_reached",
+            TerminationReason::ContextLimit => "context_limit",
+            TerminationReason::Error => "error",
+            TerminationReason::LoopDetected => "loop_detected",
+            TerminationReason::Timeout => "timeout",
+            TerminationReason::Evicted => "evicted",
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! Fingerprints of a step.
+//!
+//! `raw` is keelwave's fingerprint of record (server formula): `sha256(tool_name || 0x00 ||
+//! raw tool_input bytes)`, the bytes exactly as they arrived, so `/loops` answers match keelwave.
+//!
+//! `canonical_input` / `canonical_output` are eddy's own canonical JSON (keys sorted at every
+//! depth by UTF-8 bytes, numbers normalised so `1.0 == 1`, strings re-escaped one way) after
+//! removing volatile keys and normalising volatile values. It resembles RFC 8785 but is not it;
+//! docs/fingerprints.md defines it exactly, versioned, with test vectors. Two calls that differ
+//! only by key order, a request id or a timestamp get the same canonical fingerprint.
+//!
+//! One file per stage: `config` says what is volatile or secret, `keys` turns that into
+//! the per-tool key sets looked up for every key of every payload, `normalize` and `parse`
+//! strip and mask (on a parsed value, or while parsing), `canonical` writes the canonical
+//! text, `digest` hashes it (and keelwave's raw bytes), and `step` does all of it for one
+//! step, once, for every detector.
+mod canonical;
+mod config;
+mod digest;
+mod keys;
+mod normalize;
+mod parse;
+mod step;
+
+pub use canonical::{canonical_string, write_canonical};
+pub use config::{FingerprintConfig, REDACTED, REDACT_KEYS};
+pub use digest::{canonical_input_fp, canonical_output_fp, keelwave_raw, Fp, StepFingerprints};
+pub use keys::{key_norm, KeySets, Volatility};
+pub use step::{Canonical, TextBufs};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,81 @@
+//! The scenarios a run can follow, with what `eddy eval` needs to know of each (whether it
+//! loops, and which detector's definition the loop meets).
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Healthy,
+    Polling,
+    RetryRecovers,
+    Pagination,
+    Delegation,
+    ExactLoop,
+    VolatileLoop,
+    ParaphraseLoop,
+    AuthFailureLoop,
+    PingPong,
+    HandoffCycle,
+    ThinkLoop,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 12] = [
+        Kind::Healthy,
+        Kind::Polling,
+        Kind::RetryRecovers,
+        Kind::Pagination,
+        Kind::Delegation,
+        Kind::ExactLoop,
+        Kind::VolatileLoop,
+        Kind::ParaphraseLoop,
+        Kind::AuthFailureLoop,
+        Kind::PingPong,
+        Kind::HandoffCycle,
+        Kind::ThinkLoop,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Healthy => "healthy",
+            Kind::Polling => "polling",
+            Kind::RetryRecovers => "retry_recovers",
+            Kind::Pagination => "pagination",
+            Kind::Delegation => "delegation",
+            Kind::ExactLoop => "exact_loop",
+            Kind::VolatileLoop => "volatile_loop",
+            Kind::ParaphraseLoop => "paraphrase_loop",
+            Kind::AuthFailureLoop => "auth_failure_loop",
+            Kind::PingPong => "ping_pong",
+            Kind::HandoffCycle => "handoff_cycle",
+            Kind::ThinkLoop => "think_loop",
+        }
+    }
+
+    pub fn loops(self) -> bool {
+        self.detector().is_some()
+    }
+
+    pub fn multi_agent(self) -> bool {
+        matches!(self, Kind::Delegation | Kind::HandoffCycle)
+    }
+
+    /// The detector whose definition the injected loop meets (the `kind` of `eddy eval`'s labels).
+    pub fn detector(self) -> Option<&'static str> {
+        match self {
+            Kind::ExactLoop | Kind::VolatileLoop => Some("repeated_operation"),
+            Kind::ParaphraseLoop => Some("near_duplicate"),
+            Kind::AuthFailureLoop => Some("repeated_failure"),
+            Kind::PingPong => Some("cycle"),
+            Kind::HandoffCycle => Some("handoff_cycle"),
+            Kind::ThinkLoop => Some("content_repetition"),
+            _ => None,
+        }
+    }
+
+    /// Healthy runs are mostly plain work; the loop kinds are equally likely.
+    pub(super) fn default_weight(self) -> f64 {
+        match self {
+            Kind::Healthy => 4.0,
+            _ => 1.0,
+        }
+    }
+}

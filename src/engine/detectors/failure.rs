@@ -1,5 +1,5 @@
-//! Repeated failure. Classification (see `view.rs`) reads `tool_success` and word-level tokens
-//! of the error fields, never raw substrings.
+//! Repeated failure. Classification (see `view/failure.rs`) reads `tool_success` and word-level
+//! tokens of the error fields, never raw substrings.
 //!
 //! * permanent (auth, permission, not found, invalid/schema, unknown tool): the 2nd identical
 //!   failure of the same call alerts (LoopGuard: attempts=2; retrying cannot help);

@@ -1,0 +1,179 @@
+//! Whether an output says "not finished yet": a call answering so is a status check, whatever
+//! the tool's name, and the same answer several times in a row is waiting, not a loop.
+use super::lexicon::IN_PROGRESS;
+use crate::engine::text::{ascii_tokens, Words};
+
+/// Whether a (short) output reports an in-progress state: a `status` / `state` / `phase` /
+/// `health` key (in JSON, YAML or `key: value` text) immediately followed by an in-progress
+/// value. Read from what the tool answered, so it works for any tool name (`bash` running
+/// `gh run view`, a REST client, `docker compose ps`).
+pub fn reports_in_progress(output_text: &str) -> bool {
+    if output_text.len() > 2000 {
+        return false;
+    }
+    if output_text.is_ascii() {
+        if !may_hold_state_key(output_text.as_bytes()) {
+            return false;
+        }
+        // The same pairs as below, compared in place: runs on nearly every tool step.
+        let ends = |k: &str, suf: &str| {
+            k.len() >= suf.len()
+                && k.as_bytes()[k.len() - suf.len()..].eq_ignore_ascii_case(suf.as_bytes())
+        };
+        let mut toks = ascii_tokens(output_text);
+        let Some(mut k) = toks.next() else {
+            return false;
+        };
+        for v in toks {
+            let is_key = ends(k, "status")
+                || ends(k, "state")
+                || k.eq_ignore_ascii_case("phase")
+                || k.eq_ignore_ascii_case("health");
+            if is_key && IN_PROGRESS.iter().any(|p| p.eq_ignore_ascii_case(v)) {
+                return true;
+            }
+            k = v;
+        }
+        return false;
+    }
+    let toks = Words::of(output_text);
+    let found = toks.iter().zip(toks.iter().skip(1)).any(|(k, v)| {
+        let is_key = k.ends_with("status") || k.ends_with("state") || k == "phase" || k == "health";
+        is_key && IN_PROGRESS.contains(&v)
+    });
+    found
+}
+
+/// Whether ASCII text may hold a key token of [`reports_in_progress`]: one ending in `status`
+/// or `state`, or `phase` or `health`, in any case. Each contains one of `stat`, `phas`, `heal`,
+/// found here by comparing the four bytes at each position instead of tokenising (most outputs
+/// have none). Setting bit 5 lowercases an ASCII letter and maps no other byte to a letter.
+fn may_hold_state_key(b: &[u8]) -> bool {
+    // Byte-wise compares of four shifted views, which the compiler runs as vector compares;
+    // all three words have `a` third. Comparing each window as one 4-byte word did not
+    // vectorise, and ran a scalar loop over every output.
+    let hit = |a: u8, b: u8, c: u8, d: u8| {
+        let (a, b, c, d) = (a | 0x20, b | 0x20, c | 0x20, d | 0x20);
+        (c == b'a')
+            & ((a == b's') & (b == b't') & (d == b't')
+                | (a == b'p') & (b == b'h') & (d == b's')
+                | (a == b'h') & (b == b'e') & (d == b'l'))
+    };
+    // 32 windows at a time (35 bytes), without an exit per window: most outputs hold no key
+    // and are read to their end.
+    let mut at = 0;
+    while let Some(Ok(block)) = b.get(at..at + 35).map(<&[u8; 35]>::try_from) {
+        let mut any = 0u8;
+        for i in 0..32 {
+            any |= u8::from(hit(block[i], block[i + 1], block[i + 2], block[i + 3]));
+        }
+        if any != 0 {
+            return true;
+        }
+        at += 32;
+    }
+    b[at..].windows(4).any(|w| hit(w[0], w[1], w[2], w[3]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `reports_in_progress` without its pre-filter (as first written).
+    fn reference_reports_in_progress(output_text: &str) -> bool {
+        if output_text.len() > 2000 {
+            return false;
+        }
+        let toks = Words::of(output_text);
+        let found = toks.iter().zip(toks.iter().skip(1)).any(|(k, v)| {
+            let is_key =
+                k.ends_with("status") || k.ends_with("state") || k == "phase" || k == "health";
+            is_key && IN_PROGRESS.contains(&v)
+        });
+        found
+    }
+
+    #[test]
+    fn in_progress_prefilter_misses_no_key() {
+        let keys = [
+            "status",
+            "STATUS",
+            "Status",
+            "job_status",
+            "jobStatus",
+            "sTaTe",
+            "state",
+            "phase",
+            "PHASE",
+            "Health",
+            "healthy",
+            "stat",
+            "phas",
+            "heal",
+            "x",
+            "statu",
+        ];
+        let values = [
+            "running",
+            "RUNNING",
+            "In_Progress",
+            "done",
+            "queued",
+            "not_started",
+        ];
+        let seps = [":", ": ", "\":\"", "=", " ", "\n  ", " - "];
+        for k in keys {
+            for v in values {
+                for sep in seps {
+                    for t in [
+                        format!("{k}{sep}{v}"),
+                        format!("{{\"{k}\"{sep}\"{v}\"}}"),
+                        format!("the {k}{sep}{v}, ok"),
+                        format!("caf\u{e9} {k}{sep}{v}"),
+                    ] {
+                        assert_eq!(
+                            reports_in_progress(&t),
+                            reference_reports_in_progress(&t),
+                            "{t}"
+                        );
+                    }
+                }
+            }
+        }
+        for t in [
+            "",
+            "sta",
+            "stat",
+            "{\"bytes\":1001}",
+            "Status running",
+            "@TAT running",
+        ] {
+            assert_eq!(
+                reports_in_progress(t),
+                reference_reports_in_progress(t),
+                "{t}"
+            );
+        }
+        // Bit 5 only folds letters: no other byte reads as one.
+        assert!(may_hold_state_key(b"STAT") && may_hold_state_key(b"xHeAl"));
+        assert!(!may_hold_state_key(b"st@t") && !may_hold_state_key(b"\x13\x14\x01\x14"));
+    }
+
+    proptest::proptest! {
+        /// The prefilter reads windows in blocks of 32: a key straddling two blocks, or in
+        /// the tail after the last full one, is found as by testing every window.
+        #[test]
+        fn state_key_prefilter_is_a_window_test(
+            key in "(?i)(stat|phas|heal|sta|hea|xyz)",
+            pad in 0usize..100,
+            tail in "[a-z ]{0,6}",
+        ) {
+            let b = format!("{}{key}{tail}", "-".repeat(pad));
+            let naive = b.as_bytes().windows(4).any(|w| {
+                let w = std::str::from_utf8(w).unwrap_or("").to_ascii_lowercase();
+                w == "stat" || w == "phas" || w == "heal"
+            });
+            proptest::prop_assert_eq!(may_hold_state_key(b.as_bytes()), naive);
+        }
+    }
+}

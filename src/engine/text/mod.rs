@@ -1,0 +1,36 @@
+//! Text utilities shared by the fingerprints and the detectors: volatile-value normalisation,
+//! word-level tokens, phrase matching and a deterministic MinHash.
+//!
+//! Everything here is a pure function of its input (no random seeds, no process-dependent
+//! hashers) because fingerprints and MinHash signatures are persisted in the changelog and must
+//! compare equal after a restore on another machine or Rust version.
+//!
+//! One file a job, each depending only on those listed before it:
+//! - `blocks`: 64-byte blocks classified into bit masks, the branch-free scan both fast paths use;
+//! - `volatile`: ids, timestamps and durations replaced by placeholders;
+//! - `normalize`: the comparison forms of messages and error texts;
+//! - `tokens`: the one definition of a word and its tokenisers ([`Words`], [`ascii_tokens`]);
+//! - `fnv`, `minhash`: the stable feature hash and the signatures built from it;
+//! - `stopwords`: the words that carry no content, and stemming;
+//! - `features`: near-duplicate features of free text and their signatures;
+//! - `keys`: SHA-256 state keys and the memo of names' keys.
+mod blocks;
+mod features;
+mod fnv;
+mod keys;
+mod minhash;
+mod normalize;
+mod stopwords;
+mod tokens;
+mod volatile;
+
+pub use features::{feature_hashes, feature_sig, message_feature_hashes};
+pub use fnv::fnv64;
+pub use keys::{key64, NameKeys};
+pub use minhash::{
+    deserialize_signature, estimate, minhash_into, minhash_of, signature_from, similarity,
+    truncate, Signature, MINHASH_K,
+};
+pub use normalize::{contains_ci, normalize_error, normalize_message};
+pub use tokens::{ascii_tokens, Words};
+pub use volatile::normalize_volatile_cow;

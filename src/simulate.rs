@@ -10,7 +10,7 @@
 //! Every run carries its ground truth in `metadata` of `run_started`
 //! (`{"sim_kind": ..., "sim_loop_from": N or null}`) so demos and tests can score what was caught
 //! without a side file; `--labels` also writes it in `eddy eval`'s `labels.jsonl` format.
-use crate::config::Config;
+use crate::config::KafkaConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -961,7 +961,7 @@ impl Progress {
     }
 }
 
-pub async fn run(args: SimulateArgs, cfg: &Config) -> Result<(), SimulateError> {
+pub async fn run(args: SimulateArgs, cfg: &KafkaConfig) -> Result<(), SimulateError> {
     if args.loop_rate > 0.0 && weights(&args, true).is_empty() {
         return Err(SimulateError::EmptyMix("looping"));
     }
@@ -1005,7 +1005,7 @@ pub async fn run(args: SimulateArgs, cfg: &Config) -> Result<(), SimulateError> 
             let mut emitter = crate::emit::Emitter::plain(cfg)?;
             let mut bar = Progress::new(total, "producing", "events", 100_000);
             for (i, (_, run_id, line)) in fleet.events.iter().enumerate() {
-                emitter.send_raw(&cfg.input_topic, run_id.as_bytes(), line.as_bytes())?;
+                emitter.send_raw(&cfg.topics.input, run_id.as_bytes(), line.as_bytes())?;
                 if (i + 1) % 20_000 == 0 {
                     emitter.flush().await?;
                 }
@@ -1013,7 +1013,7 @@ pub async fn run(args: SimulateArgs, cfg: &Config) -> Result<(), SimulateError> 
             }
             emitter.flush().await?;
             bar.finish();
-            format!("topic {}", cfg.input_topic)
+            format!("topic {}", cfg.topics.input)
         }
     };
     if let Some(path) = &args.labels {

@@ -120,14 +120,15 @@ fn names(tag: &str, partitions: i32) -> Names {
         .expect("set EDDY_KAFKA_BROKERS (eval \"$(scripts/stack env)\")");
     let p = format!("bench.e2e.{}.{tag}", std::process::id());
     Names {
-        cfg: Config {
-            kafka_brokers: brokers,
-            group_id: format!("{p}.group"),
-            input_topic: format!("{p}.steps"),
-            output_topic: format!("{p}.signals"),
-            dlq_topic: format!("{p}.dlq"),
-            topic_partitions: partitions,
-            ..Config::default()
+        cfg: {
+            let mut cfg = Config::default();
+            cfg.kafka.brokers = brokers;
+            cfg.kafka.group_id = format!("{p}.group");
+            cfg.kafka.topics.input = format!("{p}.steps");
+            cfg.kafka.topics.output = format!("{p}.signals");
+            cfg.kafka.topics.dlq = format!("{p}.dlq");
+            cfg.kafka.topics.partitions = partitions;
+            cfg
         },
         database: format!("bench_e2e_{}_{}", std::process::id(), tag.replace('.', "_")),
     }
@@ -145,9 +146,9 @@ fn producer(brokers: &str) -> BaseProducer {
 }
 
 fn produce_all(cfg: &Config, events: &[(i64, String, String)]) {
-    let p = producer(&cfg.kafka_brokers);
+    let p = producer(&cfg.kafka.brokers);
     for (_, key, line) in events {
-        let mut rec = BaseRecord::to(&cfg.input_topic)
+        let mut rec = BaseRecord::to(&cfg.kafka.topics.input)
             .key(key.as_bytes())
             .payload(line.as_bytes());
         loop {
@@ -166,16 +167,16 @@ fn produce_all(cfg: &Config, events: &[(i64, String, String)]) {
 
 fn consume_only(cfg: &Config, n: usize) -> f64 {
     let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &cfg.kafka_brokers)
+        .set("bootstrap.servers", &cfg.kafka.brokers)
         .set(
             "group.id",
-            format!("{}.ceiling.{}", cfg.group_id, rand::random::<u32>()),
+            format!("{}.ceiling.{}", cfg.kafka.group_id, rand::random::<u32>()),
         )
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .create()
         .expect("consumer");
-    c.subscribe(&[&cfg.input_topic]).expect("subscribe");
+    c.subscribe(&[&cfg.kafka.topics.input]).expect("subscribe");
     let mut got = 0usize;
     let mut bytes = 0usize;
     let mut t0 = None;
@@ -196,12 +197,15 @@ fn spawn_eddy(bin: &str, names: &Names, exactly_once: bool, admin_port: u16) -> 
     let cfg = &names.cfg;
     let mut cmd = Command::new(bin);
     cmd.arg("run")
-        .env("EDDY_KAFKA_BROKERS", &cfg.kafka_brokers)
-        .env("EDDY_INPUT_TOPIC", &cfg.input_topic)
-        .env("EDDY_OUTPUT_TOPIC", &cfg.output_topic)
-        .env("EDDY_DLQ_TOPIC", &cfg.dlq_topic)
-        .env("EDDY_GROUP_ID", &cfg.group_id)
-        .env("EDDY_TOPIC_PARTITIONS", cfg.topic_partitions.to_string())
+        .env("EDDY_KAFKA_BROKERS", &cfg.kafka.brokers)
+        .env("EDDY_INPUT_TOPIC", &cfg.kafka.topics.input)
+        .env("EDDY_OUTPUT_TOPIC", &cfg.kafka.topics.output)
+        .env("EDDY_DLQ_TOPIC", &cfg.kafka.topics.dlq)
+        .env("EDDY_GROUP_ID", &cfg.kafka.group_id)
+        .env(
+            "EDDY_TOPIC_PARTITIONS",
+            cfg.kafka.topics.partitions.to_string(),
+        )
         .env(
             "EDDY_CLICKHOUSE_URL",
             std::env::var("EDDY_CLICKHOUSE_URL").expect("set EDDY_CLICKHOUSE_URL"),
@@ -212,8 +216,10 @@ fn spawn_eddy(bin: &str, names: &Names, exactly_once: bool, admin_port: u16) -> 
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     if exactly_once {
-        cmd.env("EDDY_DELIVERY", "exactly_once")
-            .env("EDDY_TRANSACTIONAL_ID", format!("{}.tx", cfg.group_id));
+        cmd.env("EDDY_DELIVERY", "exactly_once").env(
+            "EDDY_TRANSACTIONAL_ID",
+            format!("{}.tx", cfg.kafka.group_id),
+        );
     }
     cmd.spawn().expect("spawn eddy run")
 }
@@ -273,8 +279,8 @@ struct EddyRun {
 fn eddy_throughput(bin: &str, names: &Names, n: usize, exactly_once: bool, port: u16) -> EddyRun {
     let cfg = &names.cfg;
     let probe: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &cfg.kafka_brokers)
-        .set("group.id", &cfg.group_id)
+        .set("bootstrap.servers", &cfg.kafka.brokers)
+        .set("group.id", &cfg.kafka.group_id)
         .set("enable.auto.commit", "false")
         .create()
         .expect("probe");
@@ -285,7 +291,7 @@ fn eddy_throughput(bin: &str, names: &Names, n: usize, exactly_once: bool, port:
     let deadline = Instant::now() + Duration::from_secs(900);
     let mut done = None;
     while Instant::now() < deadline {
-        let c = committed(&probe, &cfg.input_topic, cfg.topic_partitions);
+        let c = committed(&probe, &cfg.kafka.topics.input, cfg.kafka.topics.partitions);
         if c > 0 && first.is_none() {
             first = Some((Instant::now(), c));
         }
@@ -326,7 +332,7 @@ fn mmm(v: &mut [f64]) -> (f64, f64, f64) {
 fn latency(a: &Args, rt: &tokio::runtime::Runtime) {
     let names = names("lat", a.partitions);
     let cfg = &names.cfg;
-    rt.block_on(eddy::source::ensure_topics(cfg))
+    rt.block_on(eddy::source::ensure_topics(&cfg.kafka))
         .expect("topics");
     let port = free_port();
     let child = spawn_eddy(&a.eddy, &names, false, port);
@@ -350,8 +356,8 @@ fn latency(a: &Args, rt: &tokio::runtime::Runtime) {
     let stop_flag = Arc::new(AtomicBool::new(false));
     let reader = {
         let (sent, lat, stop_flag) = (sent.clone(), lat.clone(), stop_flag.clone());
-        let brokers = cfg.kafka_brokers.clone();
-        let topic = cfg.output_topic.clone();
+        let brokers = cfg.kafka.brokers.clone();
+        let topic = cfg.kafka.topics.output.clone();
         std::thread::spawn(move || {
             let c: BaseConsumer = ClientConfig::new()
                 .set("bootstrap.servers", &brokers)
@@ -390,7 +396,7 @@ fn latency(a: &Args, rt: &tokio::runtime::Runtime) {
         })
     };
     // Paced producer: R events/s, checked every millisecond.
-    let p = producer(&cfg.kafka_brokers);
+    let p = producer(&cfg.kafka.brokers);
     let start = Instant::now();
     for (i, (_, run_id, line)) in events.iter().enumerate() {
         let due = start + Duration::from_secs_f64(i as f64 / a.rate as f64);
@@ -406,7 +412,7 @@ fn latency(a: &Args, rt: &tokio::runtime::Runtime) {
                 .expect("lock")
                 .insert((run_id.clone(), idx), Instant::now());
         }
-        let mut rec = BaseRecord::to(&cfg.input_topic)
+        let mut rec = BaseRecord::to(&cfg.kafka.topics.input)
             .key(run_id.as_bytes())
             .payload(line.as_bytes());
         loop {
@@ -468,7 +474,7 @@ fn main() {
     // One measurement: a fresh topic and group, the consume-only ceiling on it, then eddy.
     let measure = |label: &str, k: usize, exactly_once: bool| -> (f64, f64) {
         let names = names(&format!("{label}{k}"), a.partitions);
-        rt.block_on(eddy::source::ensure_topics(&names.cfg))
+        rt.block_on(eddy::source::ensure_topics(&names.cfg.kafka))
             .expect("topics");
         produce_all(&names.cfg, &events);
         let c = consume_only(&names.cfg, n);

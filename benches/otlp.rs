@@ -174,14 +174,12 @@ fn main() {
         panic!("EDDY_KAFKA_BROKERS is unset: run `eval \"$(scripts/stack env)\"` first")
     });
     let nonce = format!("otlpbench_{}", std::process::id());
-    let cfg = Config {
-        kafka_brokers: brokers,
-        input_topic: format!("b.{nonce}.steps"),
-        output_topic: format!("b.{nonce}.signals"),
-        dlq_topic: format!("b.{nonce}.dlq"),
-        group_id: format!("b.{nonce}.group"),
-        ..Config::default()
-    };
+    let mut cfg = Config::default();
+    cfg.kafka.brokers = brokers;
+    cfg.kafka.topics.input = format!("b.{nonce}.steps");
+    cfg.kafka.topics.output = format!("b.{nonce}.signals");
+    cfg.kafka.topics.dlq = format!("b.{nonce}.dlq");
+    cfg.kafka.group_id = format!("b.{nonce}.group");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port")
@@ -194,7 +192,11 @@ fn main() {
         format!(
             "kafka_brokers = {:?}\ninput_topic = {:?}\noutput_topic = {:?}\ndlq_topic = {:?}\n\
              group_id = {:?}\notlp_addr = {addr:?}\n",
-            cfg.kafka_brokers, cfg.input_topic, cfg.output_topic, cfg.dlq_topic, cfg.group_id
+            cfg.kafka.brokers,
+            cfg.kafka.topics.input,
+            cfg.kafka.topics.output,
+            cfg.kafka.topics.dlq,
+            cfg.kafka.group_id
         ),
     )
     .expect("write config");

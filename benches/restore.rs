@@ -21,15 +21,13 @@ fn main() {
     let brokers = std::env::var("EDDY_KAFKA_BROKERS")
         .expect("set EDDY_KAFKA_BROKERS (eval \"$(scripts/stack env)\")");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let cfg = Config {
-        kafka_brokers: brokers.clone(),
-        group_id: format!("bench-restore-{}", std::process::id()),
-        input_topic: format!("bench.restore.{}.steps", std::process::id()),
-        output_topic: format!("bench.restore.{}.signals", std::process::id()),
-        dlq_topic: format!("bench.restore.{}.dlq", std::process::id()),
-        topic_partitions: 1,
-        ..Config::default()
-    };
+    let mut cfg = Config::default().kafka;
+    cfg.brokers = brokers.clone();
+    cfg.group_id = format!("bench-restore-{}", std::process::id());
+    cfg.topics.input = format!("bench.restore.{}.steps", std::process::id());
+    cfg.topics.output = format!("bench.restore.{}.signals", std::process::id());
+    cfg.topics.dlq = format!("bench.restore.{}.dlq", std::process::id());
+    cfg.topics.partitions = 1;
     rt.block_on(eddy::source::ensure_topics(&cfg))
         .expect("topics");
 

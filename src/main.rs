@@ -177,8 +177,16 @@ fn main() -> Result<()> {
         Cmd::Run { common } => {
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
             runtime()?.block_on(async {
-                let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
-                eddy::worker::run(cfg, eddy::worker::shutdown_on_signal(grace)).await
+                let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
+                let Config {
+                    kafka,
+                    clickhouse,
+                    worker,
+                    engine,
+                    ..
+                } = cfg;
+                let stop = eddy::worker::shutdown_on_signal(grace);
+                eddy::worker::run(kafka, clickhouse, worker, engine, stop).await
             })?;
             Ok(())
         }
@@ -210,11 +218,11 @@ fn main() -> Result<()> {
             let name = name.unwrap_or_default();
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
             runtime()?.block_on(async {
-                let sink = eddy::sink::ClickHouseSink::connect(&cfg).await?;
+                let sink = eddy::sink::ClickHouseSink::connect(&cfg.clickhouse).await?;
                 let client = sink
                     .client()
                     .clone()
-                    .with_database(&cfg.clickhouse_database);
+                    .with_database(&cfg.clickhouse.database);
                 let values = params.into_iter().collect();
                 let table = eddy::query::run(&client, &name, &values).await?;
                 table.print(&mut std::io::stdout())?;
@@ -228,12 +236,12 @@ fn main() -> Result<()> {
         } => {
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
             if print {
-                let ddl = eddy::sink::DdlOptions::new(&cfg, server_version.as_deref());
+                let ddl = eddy::sink::DdlOptions::new(&cfg.clickhouse, server_version.as_deref());
                 print!("{}", ddl.script());
                 return Ok(());
             }
             runtime()?.block_on(async {
-                let sink = eddy::sink::ClickHouseSink::connect(&cfg).await?;
+                let sink = eddy::sink::ClickHouseSink::connect(&cfg.clickhouse).await?;
                 let applied = sink.migrate().await?;
                 eprintln!("migrations applied: {applied:?}");
                 Ok::<_, anyhow::Error>(())
@@ -244,8 +252,9 @@ fn main() -> Result<()> {
             overrides.extend(addr.map(|a| ("ingest_addr", a)));
             let cfg = Config::load(cli.config.as_deref(), &overrides)?;
             runtime()?.block_on(async {
-                let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
-                eddy::ingest::serve(cfg, eddy::worker::shutdown_on_signal(grace)).await
+                let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
+                let stop = eddy::worker::shutdown_on_signal(grace);
+                eddy::ingest::serve(cfg.kafka, cfg.ingest, cfg.verdicts, stop).await
             })?;
             Ok(())
         }
@@ -254,8 +263,9 @@ fn main() -> Result<()> {
             overrides.extend(addr.map(|a| ("otlp_addr", a)));
             let cfg = Config::load(cli.config.as_deref(), &overrides)?;
             runtime()?.block_on(async {
-                let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
-                eddy::ingest::otlp::serve(cfg, eddy::worker::shutdown_on_signal(grace)).await
+                let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
+                let stop = eddy::worker::shutdown_on_signal(grace);
+                eddy::ingest::otlp::serve(cfg.kafka, cfg.ingest, stop).await
             })?;
             Ok(())
         }
@@ -264,8 +274,9 @@ fn main() -> Result<()> {
             overrides.extend(listen.map(|a| ("ui_addr", a)));
             let cfg = Config::load(cli.config.as_deref(), &overrides)?;
             runtime()?.block_on(async {
-                let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
-                eddy::ui::serve(cfg, eddy::worker::shutdown_on_signal(grace)).await
+                let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
+                let stop = eddy::worker::shutdown_on_signal(grace);
+                eddy::ui::serve(cfg.kafka, cfg.clickhouse, cfg.verdicts, cfg.ui, stop).await
             })?;
             Ok(())
         }
@@ -276,9 +287,10 @@ fn main() -> Result<()> {
         } => {
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
             let stats = runtime()?.block_on(async {
-                let grace = std::time::Duration::from_millis(cfg.shutdown_grace_ms);
+                let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
                 let opts = eddy::fleet::WatchOptions { once, until };
-                eddy::fleet::run(cfg, opts, eddy::worker::shutdown_on_signal(grace)).await
+                let stop = eddy::worker::shutdown_on_signal(grace);
+                eddy::fleet::run(cfg.kafka, cfg.clickhouse, cfg.fleet, opts, stop).await
             })?;
             eprintln!(
                 "fleet-watch: {} windows evaluated, {} alerts",
@@ -294,7 +306,7 @@ fn main() -> Result<()> {
         }
         Cmd::Simulate(args) => {
             let cfg = Config::load(cli.config.as_deref(), &[])?;
-            runtime()?.block_on(eddy::simulate::run(args, &cfg))?;
+            runtime()?.block_on(eddy::simulate::run(args, &cfg.kafka))?;
             Ok(())
         }
     }

@@ -23,12 +23,14 @@ fn signals_of<'a>(out: &'a [OutputEvent], run: &'a str) -> impl Iterator<Item = 
 async fn a_looping_rust_agent_is_stopped_before_its_next_tool_call() {
     let ep = endpoints().await;
     let cfg = test_config(&ep, "agentguard");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     let project = "proj-rust-agents";
     let mut worker = spawn_worker(&cfg, &[]);
     let guard = Guard::start(
-        &cfg.kafka_brokers,
-        &cfg.output_topic,
+        &cfg.kafka.brokers,
+        &cfg.kafka.topics.output,
         project,
         Severity::Stop,
     )
@@ -37,9 +39,10 @@ async fn a_looping_rust_agent_is_stopped_before_its_next_tool_call() {
         guard.ready(Duration::from_secs(30)).await,
         "the guard holds the signals topic's partitions"
     );
-    let mut emitter = Emitter::new(&cfg.kafka_brokers, &cfg.input_topic, project).expect("emitter");
-    let looping = format!("loop-{}", cfg.group_id);
-    let healthy = format!("healthy-{}", cfg.group_id);
+    let mut emitter =
+        Emitter::new(&cfg.kafka.brokers, &cfg.kafka.topics.input, project).expect("emitter");
+    let looping = format!("loop-{}", cfg.kafka.group_id);
+    let healthy = format!("healthy-{}", cfg.kafka.group_id);
 
     // The looping agent: the same search over and over, checking the guard before each call.
     guard.watch(&looping);
@@ -139,7 +142,7 @@ async fn a_looping_rust_agent_is_stopped_before_its_next_tool_call() {
     };
     let out = outputs(&read_topic_until(
         &cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(90),
         Some(&mut worker),
         |r| ended(r, &looping) && ended(r, &healthy),

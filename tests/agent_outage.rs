@@ -28,7 +28,9 @@ async fn a_guard_rides_out_a_broker_restart() {
     require_eddy_agent();
     let ep = endpoints().await;
     let cfg = test_config(&ep, "agentpy_restart");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     let _worker = spawn_worker(&cfg, &[]);
     let mut agent = Agent::spawn(&cfg, "restart", &["--max-steps", "300"]);
     // The guard has its partitions: the broker goes away under it and comes back.

@@ -28,7 +28,7 @@ fn run_events(
     let mut done = done;
     let recs = read_topic_until(
         cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(120),
         None,
         |r| {
@@ -86,7 +86,9 @@ async fn a_looping_agent_is_stopped_before_its_next_tool_call() {
     require_eddy_agent();
     let ep = endpoints().await;
     let cfg = test_config(&ep, "agentpy_loop");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     let _worker = spawn_worker(&cfg, &[]);
     let mut agent = Agent::spawn(&cfg, "loop", &["--interval-ms", "50", "--max-steps", "600"]);
     let report = agent.wait_for("report", Duration::from_secs(120));
@@ -100,7 +102,9 @@ async fn a_looping_langchain_agent_is_stopped_inside_its_run() {
     require_eddy_agent();
     let ep = endpoints().await;
     let cfg = test_config(&ep, "agentpy_lc");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     let _worker = spawn_worker(&cfg, &[]);
     let mut agent = Agent::spawn(
         &cfg,
@@ -125,7 +129,9 @@ async fn a_healthy_agent_polling_and_retrying_is_never_stopped() {
     require_eddy_agent();
     let ep = endpoints().await;
     let cfg = test_config(&ep, "agentpy_ok");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     let _worker = spawn_worker(&cfg, &[]);
     let mut agent = Agent::spawn(&cfg, "healthy", &["--interval-ms", "20"]);
     // The agent reports only after eddy's run_terminated reached its guard: eddy saw it all.
@@ -226,12 +232,18 @@ fn start_worker_via(cfg: &Config, relay: &Relay, hold: bool) -> Worker {
     let mut cmd = run_command(cfg);
     cmd.env("EDDY_CLICKHOUSE_URL", &relay.addr)
         .env("EDDY_LOG", "warn,eddy=info")
-        .env("EDDY_TOPIC_PARTITIONS", cfg.topic_partitions.to_string())
+        .env(
+            "EDDY_TOPIC_PARTITIONS",
+            cfg.kafka.topics.partitions.to_string(),
+        )
         .env(
             "EDDY_SESSION_TIMEOUT_MS",
-            cfg.session_timeout_ms.to_string(),
+            cfg.kafka.session_timeout_ms.to_string(),
         )
-        .env("EDDY_FLUSH_INTERVAL_MS", cfg.flush_interval_ms.to_string())
+        .env(
+            "EDDY_FLUSH_INTERVAL_MS",
+            cfg.worker.flush_interval_ms.to_string(),
+        )
         .env("EDDY_PROGRESS_INTERVAL_S", "0")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -268,9 +280,11 @@ async fn after_kill_9_the_stop_still_arrives_and_its_copies_stop_nothing_twice()
     let mut cfg = test_config(&ep, "agentpy_crash");
     // Long batches: a worker that cannot flush still publishes signals for 2 x 2.5 s of input
     // before it stops taking more (at most two batches are held), enough to see the run end.
-    cfg.flush_interval_ms = 2_500;
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
-    let relay = Relay::start(&cfg.clickhouse_url);
+    cfg.worker.flush_interval_ms = 2_500;
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
+    let relay = Relay::start(&cfg.clickhouse.url);
 
     // Generation 1 commits nothing; it dies while the agent loops, before any stop.
     let mut w1 = start_worker_via(&cfg, &relay, true);
@@ -341,16 +355,18 @@ async fn the_rl_example_truncates_stuck_episodes_only() {
     );
     let ep = endpoints().await;
     let cfg = test_config(&ep, "agentpy_rl");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     let _worker = spawn_worker(&cfg, &[]);
     let out = Command::new("python3")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/clients/python/examples/rl_truncate.py"
         ))
-        .args(["--brokers", &cfg.kafka_brokers])
-        .args(["--steps-topic", &cfg.input_topic])
-        .args(["--signals-topic", &cfg.output_topic])
+        .args(["--brokers", &cfg.kafka.brokers])
+        .args(["--steps-topic", &cfg.kafka.topics.input])
+        .args(["--signals-topic", &cfg.kafka.topics.output])
         .args(["--episodes", "4", "--max-steps", "400", "--step-ms", "50"])
         .output()
         .expect("run clients/python/examples/rl_truncate.py");

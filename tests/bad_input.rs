@@ -161,7 +161,7 @@ fn read_at(
     offset: i64,
 ) -> Option<Vec<u8>> {
     let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &cfg.kafka_brokers)
+        .set("bootstrap.servers", &cfg.kafka.brokers)
         .set("group.id", "eddy-test-read-at")
         .set("enable.auto.commit", "false")
         .create()
@@ -185,10 +185,13 @@ async fn hostile_input_is_dead_lettered_and_good_traffic_is_untouched() {
     let ep = endpoints().await;
     let mut cfg = test_config(&ep, "bad");
     // The input topic must accept the 2 MB message; the test's producer must send it.
-    cfg.topic_max_message_bytes = Some(4 * 1024 * 1024);
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    cfg.kafka.topics.max_message_bytes = Some(4 * 1024 * 1024);
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     let mut pcfg = cfg.clone();
-    pcfg.kafka_producer
+    pcfg.kafka
+        .producer
         .insert("message.max.bytes".into(), (4 * 1024 * 1024).to_string());
 
     let good = good_lines();
@@ -214,9 +217,11 @@ async fn hostile_input_is_dead_lettered_and_good_traffic_is_untouched() {
             }
         }
     }
-    let mut producer = eddy::emit::Emitter::plain(&pcfg).expect("producer");
+    let mut producer = eddy::emit::Emitter::plain(&pcfg.kafka).expect("producer");
     for (k, p) in &msgs {
-        producer.send_raw(&cfg.input_topic, k, p).expect("send");
+        producer
+            .send_raw(&cfg.kafka.topics.input, k, p)
+            .expect("send");
     }
     producer.flush().await.expect("all delivered");
 
@@ -227,7 +232,7 @@ async fn hostile_input_is_dead_lettered_and_good_traffic_is_untouched() {
     let (want, _) = replay_to_vec(
         good_jsonl.as_bytes(),
         Arc::new(cfg.engine.clone()),
-        cfg.topic_partitions as u32,
+        cfg.kafka.topics.partitions as u32,
     );
     let want_ids: BTreeSet<String> = want.iter().map(|e| e.event_id().to_string()).collect();
     assert!(want
@@ -236,14 +241,14 @@ async fn hostile_input_is_dead_lettered_and_good_traffic_is_untouched() {
 
     let dlq = read_topic_until(
         &cfg,
-        &cfg.dlq_topic,
+        &cfg.kafka.topics.dlq,
         Duration::from_secs(90),
         Some(&mut worker),
         |r| r.len() >= bad.len(),
     );
     let outs_recs = read_topic_until(
         &cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(60),
         Some(&mut worker),
         |r| {
@@ -281,23 +286,24 @@ async fn hostile_input_is_dead_lettered_and_good_traffic_is_untouched() {
             r.headers.get("eddy.detail")
         );
         assert!(!r.headers["eddy.detail"].is_empty());
-        assert_eq!(r.headers["eddy.source.topic"], cfg.input_topic);
+        assert_eq!(r.headers["eddy.source.topic"], cfg.kafka.topics.input);
         let part: i32 = r.headers["eddy.source.partition"].parse().unwrap();
         let off: i64 = r.headers["eddy.source.offset"].parse().unwrap();
-        let stored = read_at(&cfg, &cfg.input_topic, part, off).expect("source offset exists");
+        let stored =
+            read_at(&cfg, &cfg.kafka.topics.input, part, off).expect("source offset exists");
         assert_eq!(
             &stored, payload,
             "{k}: eddy.source.* points at the original message"
         );
         let got = r.payload.clone().unwrap_or_default();
-        if payload.len() > cfg.dlq_max_payload_bytes {
+        if payload.len() > cfg.kafka.dlq_max_payload_bytes {
             assert_eq!(
                 r.headers.get("eddy.truncated").map(String::as_str),
                 Some("true"),
                 "{k}"
             );
             assert_eq!(r.headers["eddy.original_size"], payload.len().to_string());
-            assert_eq!(&got[..], &payload[..cfg.dlq_max_payload_bytes]);
+            assert_eq!(&got[..], &payload[..cfg.kafka.dlq_max_payload_bytes]);
         } else {
             assert_eq!(&got, payload, "{k}: the DLQ keeps the original bytes");
             assert!(!r.headers.contains_key("eddy.truncated"));

@@ -18,7 +18,7 @@ fn chaos_runs() -> usize {
 }
 
 fn mode_env(cfg: &Config) -> Vec<(&'static str, String)> {
-    match cfg.delivery {
+    match cfg.kafka.delivery {
         Delivery::AtLeastOnce => vec![("EDDY_DELIVERY", "at_least_once".into())],
         Delivery::ExactlyOnce => vec![("EDDY_DELIVERY", "exactly_once".into())],
     }
@@ -40,18 +40,20 @@ async fn table_dump(cfg: &Config, db: &str, table: &str, order: &str) -> String 
 async fn chaos(delivery: Delivery) {
     let ep = endpoints().await;
     let mut cfg = test_config(&ep, "chaos");
-    cfg.delivery = delivery;
-    cfg.batch_max_messages = 1000;
+    cfg.kafka.delivery = delivery;
+    cfg.worker.batch_max_messages = 1000;
     let runs = chaos_runs();
     let fleet = Fleet::new(&cfg, runs, 2024, 4);
     let (lines, want) = (&fleet.lines, &fleet.want);
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
 
     // The undisturbed reference: its own group, output topic and database, same input.
     let mut reference = cfg.clone();
-    reference.group_id = format!("{}.reference", cfg.group_id);
-    reference.output_topic = format!("{}.reference", cfg.output_topic);
-    reference.clickhouse_database = format!("{}_reference", cfg.clickhouse_database);
+    reference.kafka.group_id = format!("{}.reference", cfg.kafka.group_id);
+    reference.kafka.topics.output = format!("{}.reference", cfg.kafka.topics.output);
+    reference.clickhouse.database = format!("{}_reference", cfg.clickhouse.database);
     let env = mode_env(&cfg);
     let mut w_ref = spawn_worker(&reference, &env);
 
@@ -79,7 +81,7 @@ async fn chaos(delivery: Delivery) {
         let target = total * round / 6;
         read_topic_until(
             &cfg,
-            &cfg.output_topic,
+            &cfg.kafka.topics.output,
             Duration::from_secs(240),
             Some(&mut w2),
             |r| r.len() >= target,
@@ -119,7 +121,7 @@ async fn chaos(delivery: Delivery) {
     // The reference must be complete too before comparing ClickHouse row for row.
     read_topic_until(
         &reference,
-        &reference.output_topic,
+        &reference.kafka.topics.output,
         Duration::from_secs(300),
         Some(&mut w_ref),
         |r| r.len() >= want.len(),
@@ -142,8 +144,8 @@ async fn chaos(delivery: Delivery) {
         ("signals", "project_id, run_id, event_id"),
         ("rollup_minute", "project_id, bucket, run_id"),
     ] {
-        let a = table_dump(&cfg, &cfg.clickhouse_database, table, order).await;
-        let b = table_dump(&cfg, &reference.clickhouse_database, table, order).await;
+        let a = table_dump(&cfg, &cfg.clickhouse.database, table, order).await;
+        let b = table_dump(&cfg, &reference.clickhouse.database, table, order).await;
         assert!(
             a == b,
             "ClickHouse {table} differs from the undisturbed worker's ({} vs {} bytes)",

@@ -55,10 +55,10 @@ async fn three_workers_through_a_sharded_replicated_cluster_match_one_server() {
     assert_eq!(urls.len(), 4, "{urls:?}");
     let cluster_name = chc.var("EDDY_CLICKHOUSE_CLUSTER").to_string();
     let mut cfg = test_config(&ep, "cch");
-    cfg.clickhouse_url = urls[0].clone();
-    cfg.clickhouse_cluster = Some(cluster_name.clone());
-    cfg.batch_max_messages = 500;
-    let db = cfg.clickhouse_database.clone();
+    cfg.clickhouse.url = urls[0].clone();
+    cfg.clickhouse.cluster = Some(cluster_name.clone());
+    cfg.worker.batch_max_messages = 500;
+    let db = cfg.clickhouse.database.clone();
     let fleet = Fleet::new(&cfg, runs(), 77, 3);
 
     // `eddy migrate` through one node creates everything on all four.
@@ -101,12 +101,14 @@ async fn three_workers_through_a_sharded_replicated_cluster_match_one_server() {
 
     // The single-server reference: same input topic, its own group, output and database.
     let mut reference = cfg.clone();
-    reference.clickhouse_url = ep.clickhouse.clone();
-    reference.clickhouse_cluster = None;
-    reference.clickhouse_database = format!("{db}_ref");
-    reference.group_id = format!("{}.ref", cfg.group_id);
-    reference.output_topic = format!("{}.ref", cfg.output_topic);
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    reference.clickhouse.url = ep.clickhouse.clone();
+    reference.clickhouse.cluster = None;
+    reference.clickhouse.database = format!("{db}_ref");
+    reference.kafka.group_id = format!("{}.ref", cfg.kafka.group_id);
+    reference.kafka.topics.output = format!("{}.ref", cfg.kafka.topics.output);
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     let mut w_ref = spawn_worker(&reference, &[]);
 
     // Three workers, each through its own node; none may run DDL, so each must find the
@@ -181,7 +183,7 @@ async fn three_workers_through_a_sharded_replicated_cluster_match_one_server() {
     for (table, order) in TABLES {
         let all = |d: &str| format!("SELECT * FROM {d}.{table} FINAL ORDER BY {order}");
         let a = dump(&node(&urls[1]), &all(&db)).await;
-        let b = dump(&single, &all(&reference.clickhouse_database)).await;
+        let b = dump(&single, &all(&reference.clickhouse.database)).await;
         assert!(
             a == b,
             "{table}: the cluster's FINAL rows differ from the single server's ({} vs {} bytes)",
@@ -214,7 +216,7 @@ async fn three_workers_through_a_sharded_replicated_cluster_match_one_server() {
     // The analyst query pack: the same answers from the cluster (through a node no worker
     // wrote through either) as from one server.
     // run_loops lists exact repeats only: a looping run that has some, found on the single server.
-    let on_single = node(&ep.clickhouse).with_database(&reference.clickhouse_database);
+    let on_single = node(&ep.clickhouse).with_database(&reference.clickhouse.database);
     let mut looping = None;
     for o in fleet.want.values() {
         let OutputEvent::RunTerminated(r) = o else {
@@ -237,7 +239,7 @@ async fn three_workers_through_a_sharded_replicated_cluster_match_one_server() {
     }
     let looping = looping.expect("the fleet has a run with exact repeats in proj-0");
     let params = pack_params(&looping);
-    let on_cluster = eddy::sink::ClickHouseSink::from_client(node(&urls[1]), &cfg)
+    let on_cluster = eddy::sink::ClickHouseSink::from_client(node(&urls[1]), &cfg.clickhouse)
         .client()
         .clone()
         .with_database(&db);

@@ -151,13 +151,19 @@ async fn one_mode(ep: &Endpoints, kafka: &Cluster, delivery: Delivery) {
     let t0 = Instant::now();
     let brokers = kafka.var("EDDY_KAFKA_BROKERS").to_string();
     let mut cfg = test_config(ep, "ckafka");
-    cfg.kafka_brokers = brokers.clone();
-    cfg.delivery = delivery;
-    cfg.batch_max_messages = 500;
+    cfg.kafka.brokers = brokers.clone();
+    cfg.kafka.delivery = delivery;
+    cfg.worker.batch_max_messages = 500;
     let fleet = Fleet::new(&cfg, runs(), 33, 4);
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     // eddy leaves the replication factor to the brokers' default: the cluster's policy applies.
-    for t in [&cfg.input_topic, &cfg.output_topic, &cfg.changelog_topic()] {
+    for t in [
+        &cfg.kafka.topics.input,
+        &cfg.kafka.topics.output,
+        &cfg.kafka.changelog_topic(),
+    ] {
         for (p, (_, replicas)) in placement(&brokers, t) {
             assert_eq!(replicas.len(), 3, "{t}/{p}: replicas {replicas:?}");
         }
@@ -172,8 +178,8 @@ async fn one_mode(ep: &Endpoints, kafka: &Cluster, delivery: Delivery) {
 
     // The undisturbed reference: single-node Kafka, its own database.
     let mut reference: Config = cfg.clone();
-    reference.kafka_brokers = ep.kafka.clone();
-    reference.clickhouse_database = format!("{}_ref", cfg.clickhouse_database);
+    reference.kafka.brokers = ep.kafka.clone();
+    reference.clickhouse.database = format!("{}_ref", cfg.clickhouse.database);
     produce(&reference, &fleet.lines).await;
     let env = mode_env(delivery);
     let mut w_ref = spawn_worker(&reference, &env);
@@ -224,7 +230,7 @@ async fn one_mode(ep: &Endpoints, kafka: &Cluster, delivery: Delivery) {
         progress(n_chunks / 5),
     )
     .await;
-    let victim = placement(&brokers, &cfg.input_topic)[&0].0;
+    let victim = placement(&brokers, &cfg.kafka.topics.input)[&0].0;
     assert!((1..=3).contains(&victim), "leader of partition 0: {victim}");
     kafka.run(&["kill", &victim.to_string()]);
     eprintln!(
@@ -257,9 +263,9 @@ async fn one_mode(ep: &Endpoints, kafka: &Cluster, delivery: Delivery) {
         kafka,
         &brokers,
         &[
-            cfg.input_topic.clone(),
-            cfg.output_topic.clone(),
-            cfg.changelog_topic(),
+            cfg.kafka.topics.input.clone(),
+            cfg.kafka.topics.output.clone(),
+            cfg.kafka.changelog_topic(),
         ],
     )
     .await;
@@ -298,8 +304,8 @@ async fn one_mode(ep: &Endpoints, kafka: &Cluster, delivery: Delivery) {
     let ch = clickhouse(&cfg);
     for (table, order) in TABLES {
         let sql = |db: &str| format!("SELECT * FROM {db}.{table} FINAL ORDER BY {order}");
-        let a = dump(&ch, &sql(&cfg.clickhouse_database)).await;
-        let b = dump(&ch, &sql(&reference.clickhouse_database)).await;
+        let a = dump(&ch, &sql(&cfg.clickhouse.database)).await;
+        let b = dump(&ch, &sql(&reference.clickhouse.database)).await;
         assert!(
             a == b,
             "{delivery:?}: ClickHouse {table} differs from the undisturbed worker's ({} vs {} bytes)",

@@ -56,13 +56,16 @@ async fn every_codec_is_consumed_and_produced() {
     let ep = endpoints().await;
     let cfg = test_config(&ep, "codecs");
     let fleet = Fleet::new(&cfg, 120, 21, 2);
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     // Each run's events all go through one codec's producer, so per-run order is kept.
     let codecs = ["gzip", "snappy", "lz4", "zstd"];
     let codec_of = |run: &str| run.bytes().map(usize::from).sum::<usize>() % codecs.len();
     for (i, codec) in codecs.iter().enumerate() {
         let mut pcfg = cfg.clone();
-        pcfg.kafka_producer
+        pcfg.kafka
+            .producer
             .insert("compression.type".into(), (*codec).into());
         let part: Vec<(String, String)> = fleet
             .lines
@@ -71,9 +74,9 @@ async fn every_codec_is_consumed_and_produced() {
             .cloned()
             .collect();
         assert!(!part.is_empty(), "{codec} carries some runs");
-        let mut e = eddy::emit::Emitter::plain(&pcfg).expect("producer");
+        let mut e = eddy::emit::Emitter::plain(&pcfg.kafka).expect("producer");
         for (k, l) in &part {
-            e.send_raw(&cfg.input_topic, k.as_bytes(), l.as_bytes())
+            e.send_raw(&cfg.kafka.topics.input, k.as_bytes(), l.as_bytes())
                 .expect("send");
         }
         e.flush()
@@ -102,11 +105,11 @@ async fn every_codec_is_consumed_and_produced() {
     );
     stop_gracefully(&mut w);
 
-    let parts = cfg.topic_partitions;
+    let parts = cfg.kafka.topics.partitions;
     let want_in: BTreeSet<String> = codecs.iter().map(|c| c.to_string()).collect();
-    assert_eq!(stored_codecs(&cfg.input_topic, parts), want_in);
+    assert_eq!(stored_codecs(&cfg.kafka.topics.input, parts), want_in);
     assert_eq!(
-        stored_codecs(&cfg.output_topic, parts),
+        stored_codecs(&cfg.kafka.topics.output, parts),
         BTreeSet::from(["zstd".to_string()]),
         "every output batch is zstd, as configured"
     );

@@ -60,15 +60,15 @@ fn fleet(regress: bool) -> (Vec<(String, String)>, usize) {
 
 fn fleet_env(cfg: &Config, tag: &str) -> Vec<(String, String)> {
     vec![
-        ("EDDY_KAFKA_BROKERS".into(), cfg.kafka_brokers.clone()),
-        ("EDDY_CLICKHOUSE_URL".into(), cfg.clickhouse_url.clone()),
+        ("EDDY_KAFKA_BROKERS".into(), cfg.kafka.brokers.clone()),
+        ("EDDY_CLICKHOUSE_URL".into(), cfg.clickhouse.url.clone()),
         (
             "EDDY_CLICKHOUSE_DATABASE".into(),
-            cfg.clickhouse_database.clone(),
+            cfg.clickhouse.database.clone(),
         ),
-        ("EDDY_INPUT_TOPIC".into(), cfg.input_topic.clone()),
-        ("EDDY_OUTPUT_TOPIC".into(), cfg.output_topic.clone()),
-        ("EDDY_DLQ_TOPIC".into(), cfg.dlq_topic.clone()),
+        ("EDDY_INPUT_TOPIC".into(), cfg.kafka.topics.input.clone()),
+        ("EDDY_OUTPUT_TOPIC".into(), cfg.kafka.topics.output.clone()),
+        ("EDDY_DLQ_TOPIC".into(), cfg.kafka.topics.dlq.clone()),
         ("EDDY_FLEET__ALERT_TOPIC".into(), alert_topic(cfg, tag)),
         (
             "EDDY_FLEET__STATE_TOPIC".into(),
@@ -89,7 +89,7 @@ fn fleet_env(cfg: &Config, tag: &str) -> Vec<(String, String)> {
 }
 
 fn alert_topic(cfg: &Config, tag: &str) -> String {
-    format!("{}.fleet{tag}", cfg.output_topic)
+    format!("{}.fleet{tag}", cfg.kafka.topics.output)
 }
 
 fn fleet_watch(cfg: &Config, tag: &str, args: &[&str]) -> Command {
@@ -200,7 +200,7 @@ async fn truth(cfg: &Config, names: &str, from: u32, to: u32, m: Metric) -> (f64
          sum(loop_cost_usd) AS loop_cost, uniqExact(run_id, toStartOfHour(bucket)) AS active \
          FROM {}.rollup_minute FINAL WHERE project_id = '{PROJECT}' AND ({names}) \
          AND bucket >= toDateTime({from}) AND bucket < toDateTime({to})",
-        cfg.clickhouse_database
+        cfg.clickhouse.database
     );
     let t: Truth = clickhouse(cfg).query(&sql).fetch_one().await.expect(&sql);
     match m {

@@ -100,12 +100,12 @@ fn start_bridge(cfg: &eddy::config::Config, keys: &[(&str, &str)]) -> Bridge {
              group_id = {:?}\ntopic_partitions = {}\ningest_addr = {addr:?}\n\
              ingest_admin_addr = {admin:?}\n\n\
              [ingest_api_keys]\n{keys}",
-            cfg.kafka_brokers,
-            cfg.input_topic,
-            cfg.output_topic,
-            cfg.dlq_topic,
-            cfg.group_id,
-            cfg.topic_partitions
+            cfg.kafka.brokers,
+            cfg.kafka.topics.input,
+            cfg.kafka.topics.output,
+            cfg.kafka.topics.dlq,
+            cfg.kafka.group_id,
+            cfg.kafka.topics.partitions
         ),
     )
     .expect("write config");
@@ -143,10 +143,12 @@ async fn keelwave_sdk_agents_switch_to_eddy_by_endpoint() {
     require_python_module("keelwave", "pip install keelwave==0.1.1");
     let ep = endpoints().await;
     let cfg = test_config(&ep, "keelwave");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
 
     let key = keelwave_key();
-    let project = format!("proj-{}", cfg.group_id.replace('.', "-"));
+    let project = format!("proj-{}", cfg.kafka.group_id.replace('.', "-"));
     let t0 = Instant::now();
     let bridge = start_bridge(&cfg, &[(&key, &project)]);
     let addr = bridge.addr.clone();
@@ -240,9 +242,13 @@ async fn keelwave_sdk_agents_switch_to_eddy_by_endpoint() {
     assert_eq!(report["status"]["authorization_no_bearer"], 400);
 
     // What reached Kafka: v1 events, keyed by run id, nothing from the rejected requests.
-    let records = read_topic_until(&cfg, &cfg.input_topic, Duration::from_secs(30), None, |r| {
-        r.len() >= 14
-    });
+    let records = read_topic_until(
+        &cfg,
+        &cfg.kafka.topics.input,
+        Duration::from_secs(30),
+        None,
+        |r| r.len() >= 14,
+    );
     assert_eq!(records.len(), 14, "7 events per run, none for bad requests");
     let mut by_run: BTreeMap<String, Vec<Event>> = BTreeMap::new();
     for r in &records {
@@ -301,7 +307,7 @@ async fn keelwave_sdk_agents_switch_to_eddy_by_endpoint() {
     };
     let out = outputs(&read_topic_until(
         &cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(90),
         Some(&mut worker),
         done,
@@ -387,10 +393,12 @@ async fn keelwave_sdk_agents_ask_eddys_verdict_between_steps() {
     require_python_module("keelwave", "pip install keelwave==0.1.1");
     let ep = endpoints().await;
     let cfg = test_config(&ep, "kwverdict");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
     let (key_a, key_b) = (keelwave_key(), keelwave_key());
-    let project_a = format!("proj-a-{}", cfg.group_id.replace('.', "-"));
-    let project_b = format!("proj-b-{}", cfg.group_id.replace('.', "-"));
+    let project_a = format!("proj-a-{}", cfg.kafka.group_id.replace('.', "-"));
+    let project_b = format!("proj-b-{}", cfg.kafka.group_id.replace('.', "-"));
     let bridge = start_bridge(&cfg, &[(&key_a, &project_a), (&key_b, &project_b)]);
     let mut worker = spawn_worker(&cfg, &[]);
 
@@ -465,7 +473,7 @@ async fn keelwave_sdk_agents_ask_eddys_verdict_between_steps() {
     };
     let records = read_topic_until(
         &cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(90),
         Some(&mut worker),
         |r| ended(r, &looping_run) && ended(r, &healthy_run),

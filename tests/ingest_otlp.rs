@@ -55,12 +55,12 @@ fn start_receiver(cfg: &eddy::config::Config, dir: &std::path::Path) -> (Worker,
         format!(
             "kafka_brokers = {:?}\ninput_topic = {:?}\noutput_topic = {:?}\ndlq_topic = {:?}\n\
              group_id = {:?}\ntopic_partitions = {}\notlp_addr = {addr:?}\notlp_admin_addr = {admin:?}\n",
-            cfg.kafka_brokers,
-            cfg.input_topic,
-            cfg.output_topic,
-            cfg.dlq_topic,
-            cfg.group_id,
-            cfg.topic_partitions
+            cfg.kafka.brokers,
+            cfg.kafka.topics.input,
+            cfg.kafka.topics.output,
+            cfg.kafka.topics.dlq,
+            cfg.kafka.group_id,
+            cfg.kafka.topics.partitions
         ),
     )
     .expect("write config");
@@ -112,11 +112,11 @@ fn python(args: &[&str], envs: &[(&str, String)]) -> serde_json::Value {
 /// on the output topic.
 fn await_caught_up(cfg: &eddy::config::Config, worker: &mut Worker, min_total: i64) -> i64 {
     let mut cc = ClientConfig::new();
-    for (k, v) in cfg.kafka_client_props() {
+    for (k, v) in cfg.kafka.client_props() {
         cc.set(k, v);
     }
     let c: BaseConsumer = cc
-        .set("group.id", &cfg.group_id)
+        .set("group.id", &cfg.kafka.group_id)
         .set("enable.auto.commit", "false")
         .create()
         .expect("offsets reader");
@@ -127,12 +127,12 @@ fn await_caught_up(cfg: &eddy::config::Config, worker: &mut Worker, min_total: i
         }
         let mut tpl = TopicPartitionList::new();
         let mut ends = 0i64;
-        for p in 0..cfg.topic_partitions {
+        for p in 0..cfg.kafka.topics.partitions {
             let (_, high) = c
-                .fetch_watermarks(&cfg.input_topic, p, Duration::from_secs(5))
+                .fetch_watermarks(&cfg.kafka.topics.input, p, Duration::from_secs(5))
                 .expect("watermarks");
             ends += high;
-            tpl.add_partition(&cfg.input_topic, p);
+            tpl.add_partition(&cfg.kafka.topics.input, p);
         }
         let committed: i64 = c
             .committed_offsets(tpl, Duration::from_secs(5))
@@ -161,7 +161,7 @@ fn output_payloads(cfg: &eddy::config::Config) -> Vec<String> {
     // Caught up means published; reading until idle collects all of it.
     let recs = read_topic_until(
         cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(30),
         None,
         |_| true,
@@ -198,8 +198,10 @@ async fn otel_traced_agents_get_their_verdict_and_a_second_export_changes_nothin
     ]);
     let ep = endpoints().await;
     let cfg = test_config(&ep, "otlp");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
-    let project = format!("proj-{}", cfg.group_id.replace('.', "-"));
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
+    let project = format!("proj-{}", cfg.kafka.group_id.replace('.', "-"));
     let dir = tempfile::tempdir().expect("tempdir");
     let spans_file = dir.path().join("spans.pb");
 
@@ -244,7 +246,7 @@ async fn otel_traced_agents_get_their_verdict_and_a_second_export_changes_nothin
     let all: BTreeSet<String> = looping.union(&healthy).cloned().collect();
     let recs = read_topic_until(
         &cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(120),
         Some(&mut worker),
         |recs| {

@@ -110,7 +110,7 @@ async fn graceful_restart_loses_and_repeats_nothing() {
     let mut w = spawn_worker(&cfg, &[("EDDY_ADMIN_ADDR", addr)]);
     let recs = read_topic_until(
         &cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(120),
         Some(&mut w),
         |r| r.len() >= want.len(),

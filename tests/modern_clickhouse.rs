@@ -335,9 +335,9 @@ async fn modern_clickhouse_answers_like_18_16() {
 
     // 1. eddy's RowBinary, captured by the recording server (compression off: plain bodies).
     let (url, rec) = recording_server();
-    let rec_cfg = eddy::config::Config {
-        clickhouse_url: url.clone(),
-        ..eddy::config::Config::default()
+    let rec_cfg = eddy::config::ClickHouseConfig {
+        url: url.clone(),
+        ..Default::default()
     };
     let client = clickhouse::Client::default()
         .with_url(&url)
@@ -365,7 +365,9 @@ async fn modern_clickhouse_answers_like_18_16() {
     // 2. The same batches into the real 18.16 server, through the normal sink.
     let ep = endpoints().await;
     let cfg = test_config(&ep, "modern_ch");
-    let sink = ClickHouseSink::connect(&cfg).await.expect("connect");
+    let sink = ClickHouseSink::connect(&cfg.clickhouse)
+        .await
+        .expect("connect");
     let old_version = sink.version().await.expect("version");
     assert!(
         !eddy::sink::is_modern(&old_version),
@@ -376,7 +378,7 @@ async fn modern_clickhouse_answers_like_18_16() {
     assert!(sink.migrate().await.expect("migrate again").is_empty());
     sink.insert(&batch).await.expect("insert");
     sink.insert(&again).await.expect("replayed insert");
-    let old = clickhouse(&cfg).with_database(&cfg.clickhouse_database);
+    let old = clickhouse(&cfg).with_database(&cfg.clickhouse.database);
 
     // 3. What chdb runs: the modern DDL as `eddy migrate` renders it, and the bound pack.
     let modern = |retention_days, db: &str| DdlOptions {

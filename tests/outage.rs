@@ -26,7 +26,7 @@ fn stack(cmd: &str) {
 async fn clickhouse_outage_and_broker_restart_lose_nothing() {
     let ep = endpoints().await;
     let mut cfg = test_config(&ep, "outage");
-    cfg.batch_max_messages = 500;
+    cfg.worker.batch_max_messages = 500;
     let fleet = Fleet::new(&cfg, 600, 99, 2);
     let (first, rest) = fleet.lines.split_at(fleet.lines.len() / 3);
     let (second, third) = rest.split_at(rest.len() / 2);
@@ -83,7 +83,7 @@ async fn clickhouse_outage_and_broker_restart_lose_nothing() {
     let ids: Vec<String> = clickhouse(&cfg)
         .query(&format!(
             "SELECT event_id FROM {}.signals FINAL",
-            cfg.clickhouse_database
+            cfg.clickhouse.database
         ))
         .fetch_all()
         .await

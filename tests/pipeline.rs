@@ -79,7 +79,7 @@ async fn loops_and_healthy_runs_end_to_end() {
 
     let recs = read_topic_until(
         &cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(90),
         Some(&mut worker),
         |r| terminated_count(r) >= 2,
@@ -91,7 +91,7 @@ async fn loops_and_healthy_runs_end_to_end() {
     let (want, _) = replay_to_vec(
         input.as_bytes(),
         Arc::new(cfg.engine.clone()),
-        cfg.topic_partitions as u32,
+        cfg.kafka.topics.partitions as u32,
     );
     assert_eq!(by_id(&got), by_id(&want), "run and replay disagree");
     assert_eq!(got.len(), want.len(), "no duplicates in an undisturbed run");
@@ -154,13 +154,17 @@ async fn loops_and_healthy_runs_end_to_end() {
     );
 
     // The bad message is in the dead-letter topic with its reason and origin.
-    let dlq = read_topic_until(&cfg, &cfg.dlq_topic, Duration::from_secs(30), None, |r| {
-        !r.is_empty()
-    });
+    let dlq = read_topic_until(
+        &cfg,
+        &cfg.kafka.topics.dlq,
+        Duration::from_secs(30),
+        None,
+        |r| !r.is_empty(),
+    );
     assert_eq!(dlq.len(), 1);
     assert_eq!(dlq[0].headers["eddy.reason"], "invalid_json");
     assert_eq!(dlq[0].payload.as_deref(), Some(&b"{not json"[..]));
-    assert_eq!(dlq[0].headers["eddy.source.topic"], cfg.input_topic);
+    assert_eq!(dlq[0].headers["eddy.source.topic"], cfg.kafka.topics.input);
 
     stop_gracefully(&mut worker);
 }
@@ -169,7 +173,7 @@ async fn loops_and_healthy_runs_end_to_end() {
 async fn kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
     let ep = endpoints().await;
     let mut cfg = test_config(&ep, "kill9");
-    cfg.batch_max_messages = 500;
+    cfg.worker.batch_max_messages = 500;
     let fleet = Fleet::new(&cfg, 1500, 11, 3);
     produce(&cfg, &fleet.lines).await;
 
@@ -177,7 +181,7 @@ async fn kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
     // Kill it hard once it is visibly mid-stream.
     read_topic_until(
         &cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(120),
         Some(&mut worker),
         |r| terminated_count(r) >= fleet.runs / 5,
@@ -185,7 +189,7 @@ async fn kill_9_mid_stream_loses_nothing_and_doubles_nothing() {
     kill_hard(&mut worker);
     let before = read_topic_until(
         &cfg,
-        &cfg.output_topic,
+        &cfg.kafka.topics.output,
         Duration::from_secs(5),
         None,
         |_| true,

@@ -32,15 +32,17 @@ async fn python_rollout_worker_produces_v1_events_keyed_by_run_id() {
     }
     let ep = endpoints().await;
     let cfg = test_config(&ep, "pyexample");
-    eddy::source::ensure_topics(&cfg).await.expect("topics");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
 
     let out = Command::new("python3")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/examples/python/rollout_producer.py"
         ))
-        .args(["--brokers", &cfg.kafka_brokers])
-        .args(["--topic", &cfg.input_topic])
+        .args(["--brokers", &cfg.kafka.brokers])
+        .args(["--topic", &cfg.kafka.topics.input])
         .args(["--project", "rl-test", "--episodes", "6"])
         .output()
         .expect("run python3 examples/python/rollout_producer.py");
@@ -69,14 +71,14 @@ async fn python_rollout_worker_produces_v1_events_keyed_by_run_id() {
 
     // Read the topic back, with partitions.
     let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &cfg.kafka_brokers)
+        .set("bootstrap.servers", &cfg.kafka.brokers)
         .set("group.id", "eddy-test-reader")
         .set("enable.auto.commit", "false")
         .create()
         .expect("reader");
     let mut tpl = TopicPartitionList::new();
-    for p in 0..cfg.topic_partitions {
-        tpl.add_partition_offset(&cfg.input_topic, p, Offset::Beginning)
+    for p in 0..cfg.kafka.topics.partitions {
+        tpl.add_partition_offset(&cfg.kafka.topics.input, p, Offset::Beginning)
             .expect("tpl");
     }
     c.assign(&tpl).expect("assign");
@@ -97,7 +99,7 @@ async fn python_rollout_worker_produces_v1_events_keyed_by_run_id() {
         assert_eq!(m.key(), Some(run_id.as_bytes()), "key = run_id");
         assert_eq!(
             m.partition() as u32,
-            eddy::engine::partition_for(&run_id, cfg.topic_partitions as u32),
+            eddy::engine::partition_for(&run_id, cfg.kafka.topics.partitions as u32),
             "murmur2 partitioning, as Kafka's Java clients and eddy replay"
         );
         assert_eq!(event.key().project_id, "rl-test");

@@ -49,7 +49,7 @@ async fn query_pack_answers_match_the_events() {
     let (outs, _) = eddy::replay::replay_to_vec(
         input.as_bytes(),
         Arc::new(cfg.engine.clone()),
-        cfg.topic_partitions as u32,
+        cfg.kafka.topics.partitions as u32,
     );
     produce(&cfg, &lines).await;
     let mut w = spawn_worker(&cfg, &[]);
@@ -74,7 +74,7 @@ async fn query_pack_answers_match_the_events() {
     );
     stop_gracefully(&mut w);
 
-    let client = clickhouse(&cfg).with_database(&cfg.clickhouse_database);
+    let client = clickhouse(&cfg).with_database(&cfg.clickhouse.database);
     let project = "proj-0";
     let window = [
         ("project_id", project),

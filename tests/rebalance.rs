@@ -13,21 +13,25 @@ use std::time::{Duration, Instant};
 /// Whether the group's committed offset of every input partition is its end.
 fn committed_to_end(cfg: &eddy::config::Config) -> bool {
     let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &cfg.kafka_brokers)
-        .set("group.id", &cfg.group_id)
+        .set("bootstrap.servers", &cfg.kafka.brokers)
+        .set("group.id", &cfg.kafka.group_id)
         .set("enable.auto.commit", "false")
         .create()
         .expect("offset reader");
     let mut tpl = TopicPartitionList::new();
-    for p in 0..cfg.topic_partitions {
-        tpl.add_partition(&cfg.input_topic, p);
+    for p in 0..cfg.kafka.topics.partitions {
+        tpl.add_partition(&cfg.kafka.topics.input, p);
     }
     let Ok(committed) = c.committed_offsets(tpl, Duration::from_secs(10)) else {
         return false;
     };
     committed.elements().iter().all(|e| {
         let (_, high) = c
-            .fetch_watermarks(&cfg.input_topic, e.partition(), Duration::from_secs(10))
+            .fetch_watermarks(
+                &cfg.kafka.topics.input,
+                e.partition(),
+                Duration::from_secs(10),
+            )
             .expect("watermarks");
         e.offset() == Offset::Offset(high)
     })
@@ -40,9 +44,9 @@ async fn a_revoke_drains_and_commits_before_the_handover() {
     // The first worker's own flush never comes during the test: only a drain commits. (The
     // flush interval must stay below half the session timeout; nobody is killed here, so a long
     // session costs nothing.)
-    cfg.session_timeout_ms = 240_000;
-    cfg.flush_interval_ms = 100_000;
-    cfg.batch_max_messages = 1_000_000;
+    cfg.kafka.session_timeout_ms = 240_000;
+    cfg.worker.flush_interval_ms = 100_000;
+    cfg.worker.batch_max_messages = 1_000_000;
     let fleet = Fleet::new(&cfg, 300, 4242, 2);
     produce(&cfg, &fleet.lines).await;
 

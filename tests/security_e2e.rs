@@ -59,20 +59,21 @@ impl Secured {
     /// (this process produces, reads and counts through them too).
     fn config(&self, ep: &Endpoints, name: &str, mechanism: &str) -> Config {
         let (user, password) = self.kafka_credentials(mechanism);
-        Config {
-            kafka_brokers: self.sasl_ssl_brokers.clone(),
-            kafka_security_protocol: Some("SASL_SSL".into()),
-            kafka_sasl_mechanism: Some(mechanism.into()),
-            kafka_sasl_username: Some(user.into()),
-            kafka_sasl_password: Some(password.into()),
-            kafka_ssl_ca_location: Some(self.ca_file.clone()),
-            clickhouse_url: self.clickhouse_https.clone(),
-            clickhouse_user: Some(self.clickhouse_user.clone()),
-            clickhouse_password: Some(self.clickhouse_password.clone()),
-            clickhouse_ca_file: Some(self.ca_file.clone()),
-            topic_partitions: 2,
-            ..test_config(ep, name)
-        }
+        let mut cfg = test_config(ep, name);
+        let kafka = &mut cfg.kafka;
+        kafka.brokers = self.sasl_ssl_brokers.clone();
+        kafka.security_protocol = Some("SASL_SSL".into());
+        kafka.sasl_mechanism = Some(mechanism.into());
+        kafka.sasl_username = Some(user.into());
+        kafka.sasl_password = Some(password.into());
+        kafka.ssl_ca_location = Some(self.ca_file.clone());
+        kafka.topics.partitions = 2;
+        let ch = &mut cfg.clickhouse;
+        ch.url = self.clickhouse_https.clone();
+        ch.user = Some(self.clickhouse_user.clone());
+        ch.password = Some(self.clickhouse_password.clone());
+        ch.ca_file = Some(self.ca_file.clone());
+        cfg
     }
 
     fn kafka_credentials(&self, mechanism: &str) -> (&str, &str) {
@@ -87,14 +88,14 @@ impl Secured {
 /// Everything security-related for the worker, as environment variables only.
 fn security_env(cfg: &Config) -> Vec<(&'static str, String)> {
     let pairs = [
-        ("EDDY_KAFKA_SECURITY_PROTOCOL", &cfg.kafka_security_protocol),
-        ("EDDY_KAFKA_SASL_MECHANISM", &cfg.kafka_sasl_mechanism),
-        ("EDDY_KAFKA_SASL_USERNAME", &cfg.kafka_sasl_username),
-        ("EDDY_KAFKA_SASL_PASSWORD", &cfg.kafka_sasl_password),
-        ("EDDY_KAFKA_SSL_CA_LOCATION", &cfg.kafka_ssl_ca_location),
-        ("EDDY_CLICKHOUSE_USER", &cfg.clickhouse_user),
-        ("EDDY_CLICKHOUSE_PASSWORD", &cfg.clickhouse_password),
-        ("EDDY_CLICKHOUSE_CA_FILE", &cfg.clickhouse_ca_file),
+        ("EDDY_KAFKA_SECURITY_PROTOCOL", &cfg.kafka.security_protocol),
+        ("EDDY_KAFKA_SASL_MECHANISM", &cfg.kafka.sasl_mechanism),
+        ("EDDY_KAFKA_SASL_USERNAME", &cfg.kafka.sasl_username),
+        ("EDDY_KAFKA_SASL_PASSWORD", &cfg.kafka.sasl_password),
+        ("EDDY_KAFKA_SSL_CA_LOCATION", &cfg.kafka.ssl_ca_location),
+        ("EDDY_CLICKHOUSE_USER", &cfg.clickhouse.user),
+        ("EDDY_CLICKHOUSE_PASSWORD", &cfg.clickhouse.password),
+        ("EDDY_CLICKHOUSE_CA_FILE", &cfg.clickhouse.ca_file),
     ];
     pairs
         .into_iter()
@@ -105,10 +106,10 @@ fn security_env(cfg: &Config) -> Vec<(&'static str, String)> {
 /// Poll a count over the secured ClickHouse connection (HTTPS, user and password, the stack
 /// CA) until it equals `want` or `timeout` passes; returns the last count.
 async fn await_secure_count(cfg: &Config, sql: &str, want: u64, timeout: Duration) -> u64 {
-    let sink = eddy::sink::ClickHouseSink::connect(cfg)
+    let sink = eddy::sink::ClickHouseSink::connect(&cfg.clickhouse)
         .await
         .expect("connect to ClickHouse over HTTPS with user and password");
-    let sql = sql.replace("{db}", &cfg.clickhouse_database);
+    let sql = sql.replace("{db}", &cfg.clickhouse.database);
     let start = Instant::now();
     loop {
         let got = sink.client().query(&sql).fetch_one::<u64>().await.ok();

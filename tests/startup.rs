@@ -13,8 +13,8 @@ fn migrate(cfg: &eddy::config::Config) -> std::process::Output {
         .arg("migrate")
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("EDDY_CLICKHOUSE_URL", &cfg.clickhouse_url)
-        .env("EDDY_CLICKHOUSE_DATABASE", &cfg.clickhouse_database)
+        .env("EDDY_CLICKHOUSE_URL", &cfg.clickhouse.url)
+        .env("EDDY_CLICKHOUSE_DATABASE", &cfg.clickhouse.database)
         .stdin(Stdio::null())
         .output()
         .expect("run eddy migrate")
@@ -43,7 +43,7 @@ async fn without_ddl_rights_the_worker_waits_for_eddy_migrate() {
         &cfg,
         &format!(
             "SELECT count() FROM system.databases WHERE name = '{}'",
-            cfg.clickhouse_database
+            cfg.clickhouse.database
         ),
     )
     .await;

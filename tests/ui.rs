@@ -30,10 +30,10 @@ fn start_ui(cfg: &eddy::config::Config) -> Ui {
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("EDDY_LOG", "warn,eddy=info")
-        .env("EDDY_KAFKA_BROKERS", &cfg.kafka_brokers)
-        .env("EDDY_CLICKHOUSE_URL", &cfg.clickhouse_url)
-        .env("EDDY_CLICKHOUSE_DATABASE", &cfg.clickhouse_database)
-        .env("EDDY_OUTPUT_TOPIC", &cfg.output_topic)
+        .env("EDDY_KAFKA_BROKERS", &cfg.kafka.brokers)
+        .env("EDDY_CLICKHOUSE_URL", &cfg.clickhouse.url)
+        .env("EDDY_CLICKHOUSE_DATABASE", &cfg.clickhouse.database)
+        .env("EDDY_OUTPUT_TOPIC", &cfg.kafka.topics.output)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -201,7 +201,7 @@ fn table_rows(dom: &str, id: &str) -> Vec<(String, Vec<String>)> {
 }
 
 async fn sql_rows(cfg: &eddy::config::Config, sql: &str) -> Vec<Vec<String>> {
-    let client = clickhouse(cfg).with_database(&cfg.clickhouse_database);
+    let client = clickhouse(cfg).with_database(&cfg.clickhouse.database);
     eddy::query::fetch_tsv(&client, sql)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"))

@@ -1,6 +1,6 @@
 //! The agent's half that reports: v1 events to the input topic.
 use super::AgentError;
-use crate::config::Config;
+use crate::config::KafkaConfig;
 use crate::contract::{encode, Event, JsonText, RunFinished, RunKey, RunStarted, RunStatus, Step};
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -24,15 +24,19 @@ pub struct Emitter {
 
 impl Emitter {
     pub fn new(brokers: &str, topic: &str, project_id: &str) -> Result<Self, AgentError> {
-        let cfg = Config {
-            kafka_brokers: brokers.to_string(),
-            ..Config::default()
+        let cfg = KafkaConfig {
+            brokers: brokers.to_string(),
+            ..KafkaConfig::default()
         };
         Self::with_config(&cfg, topic, project_id)
     }
 
     /// With eddy's Kafka settings (security, `[kafka_producer]`) from a loaded configuration.
-    pub fn with_config(cfg: &Config, topic: &str, project_id: &str) -> Result<Self, AgentError> {
+    pub fn with_config(
+        cfg: &KafkaConfig,
+        topic: &str,
+        project_id: &str,
+    ) -> Result<Self, AgentError> {
         Ok(Self {
             // Idempotent, acks=all, Kafka's murmur2 partitioner: what eddy's own producer uses.
             inner: crate::emit::Emitter::plain(cfg)?,

@@ -1,6 +1,6 @@
 //! The agent's half that listens: eddy's verdicts for the runs this process watches.
 use super::AgentError;
-use crate::config::Config;
+use crate::config::KafkaConfig;
 use crate::contract::{RunKey, Severity, Signal};
 use crate::verdict::consumer::{self, Source};
 use crate::verdict::{VerdictConfig, VerdictTable, Verdicts};
@@ -36,16 +36,16 @@ impl Guard {
         project_id: &str,
         min_severity: Severity,
     ) -> Result<Self, AgentError> {
-        let cfg = Config {
-            kafka_brokers: brokers.to_string(),
-            ..Config::default()
+        let cfg = KafkaConfig {
+            brokers: brokers.to_string(),
+            ..KafkaConfig::default()
         };
         Self::with_config(&cfg, topic, project_id, min_severity)
     }
 
     /// With eddy's Kafka connection and security settings from a loaded configuration.
     pub fn with_config(
-        cfg: &Config,
+        cfg: &KafkaConfig,
         topic: &str,
         project_id: &str,
         min_severity: Severity,
@@ -55,7 +55,7 @@ impl Guard {
         let stop = CancellationToken::new();
         consumer::spawn(
             Source {
-                props: cfg.kafka_client_props(),
+                props: cfg.client_props(),
                 topic: topic.to_string(),
                 lookback: Duration::ZERO,
             },

@@ -3,7 +3,7 @@
 //! Sends are fire-and-collect: a record is handed to librdkafka at once (signals go out as soon
 //! as they are detected) and its delivery future is kept; a flush awaits them all before the
 //! offsets that produced them may be committed.
-use crate::config::{Config, Delivery};
+use crate::config::{Delivery, KafkaConfig};
 use crate::contract::OutputEvent;
 use futures::future::join_all;
 use rdkafka::config::ClientConfig;
@@ -93,9 +93,9 @@ pub struct DeadLetter<'a> {
 }
 
 impl Emitter {
-    pub fn new(cfg: &Config) -> Result<Self, EmitError> {
+    pub fn new(cfg: &KafkaConfig) -> Result<Self, EmitError> {
         let mut cc = ClientConfig::new();
-        cc.set("bootstrap.servers", &cfg.kafka_brokers)
+        cc.set("bootstrap.servers", &cfg.brokers)
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set("linger.ms", "5")
@@ -103,7 +103,7 @@ impl Emitter {
             // Same partitioner as Kafka's Java clients, so keys land where replay expects.
             .set("partitioner", "murmur2_random")
             .set("message.timeout.ms", "120000");
-        for (k, v) in cfg.kafka_props_for(&cfg.kafka_producer) {
+        for (k, v) in cfg.props_for(&cfg.producer) {
             cc.set(k, v);
         }
         let txn_timeout = Duration::from_millis(u64::from(cfg.transaction_timeout_ms));
@@ -139,7 +139,7 @@ impl Emitter {
     }
 
     /// Non-transactional producer (simulator, tests), whatever the delivery mode says.
-    pub fn plain(cfg: &Config) -> Result<Self, EmitError> {
+    pub fn plain(cfg: &KafkaConfig) -> Result<Self, EmitError> {
         let mut c = cfg.clone();
         c.delivery = Delivery::AtLeastOnce;
         Self::new(&c)

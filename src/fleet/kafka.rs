@@ -1,8 +1,9 @@
 //! The Kafka side of `eddy fleet-watch`: topics, the progress record, and the transaction that
 //! publishes a window's alerts together with the progress past it.
 use super::alert::FleetAlert;
+use super::FleetConfig;
 use super::FleetError;
-use crate::config::Config;
+use crate::config::KafkaConfig;
 use crate::source::compacted::read_to_end;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -30,20 +31,20 @@ fn state_key(project: &str, window_seconds: u32) -> String {
 }
 
 /// Create the alert topic and the (compacted, one partition) state topic if missing.
-pub async fn ensure_topics(cfg: &Config) -> Result<(), FleetError> {
-    if !cfg.create_topics {
+pub async fn ensure_topics(kafka: &KafkaConfig, fleet: &FleetConfig) -> Result<(), FleetError> {
+    if !kafka.topics.create {
         return Ok(());
     }
     let mut cc = ClientConfig::new();
-    for (k, v) in cfg.kafka_client_props() {
+    for (k, v) in kafka.client_props() {
         cc.set(k, v);
     }
     let admin: AdminClient<DefaultClientContext> = cc.create()?;
     // -1 asks the broker for its `default.replication.factor`.
-    let repl = || TopicReplication::Fixed(cfg.topic_replication.unwrap_or(-1));
+    let repl = || TopicReplication::Fixed(kafka.topics.replication.unwrap_or(-1));
     let topics = [
-        NewTopic::new(&cfg.fleet.alert_topic, cfg.topic_partitions, repl()),
-        NewTopic::new(&cfg.fleet.state_topic, 1, repl()).set("cleanup.policy", "compact"),
+        NewTopic::new(&fleet.alert_topic, kafka.topics.partitions, repl()),
+        NewTopic::new(&fleet.state_topic, 1, repl()).set("cleanup.policy", "compact"),
     ];
     let results = admin
         .create_topics(
@@ -70,27 +71,28 @@ pub struct Publisher {
 
 impl Publisher {
     /// Fences any earlier instance with the same transactional id (and aborts its open window).
-    pub fn new(cfg: &Config) -> Result<Self, FleetError> {
+    pub fn new(
+        kafka: &KafkaConfig,
+        fleet: &FleetConfig,
+        database: &str,
+    ) -> Result<Self, FleetError> {
         let mut cc = ClientConfig::new();
-        cc.set("bootstrap.servers", &cfg.kafka_brokers)
+        cc.set("bootstrap.servers", &kafka.brokers)
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set("partitioner", "murmur2_random")
-            .set(
-                "transactional.id",
-                cfg.fleet.transactional_id(&cfg.clickhouse_database),
-            )
+            .set("transactional.id", fleet.transactional_id(database))
             .set("transaction.timeout.ms", "60000")
             .set("message.timeout.ms", "55000");
-        for (k, v) in cfg.kafka_props_for(&cfg.kafka_producer) {
+        for (k, v) in kafka.props_for(&kafka.producer) {
             cc.set(k, v);
         }
         let producer: FutureProducer = cc.create()?;
         producer.init_transactions(TIMEOUT)?;
         Ok(Self {
             producer,
-            alert_topic: cfg.fleet.alert_topic.clone(),
-            state_topic: cfg.fleet.state_topic.clone(),
+            alert_topic: fleet.alert_topic.clone(),
+            state_topic: fleet.state_topic.clone(),
         })
     }
 
@@ -141,17 +143,20 @@ impl Publisher {
 
 /// Every project's progress for windows of `window_seconds`, from the committed state records.
 /// Read after [`Publisher::new`], which has aborted a crashed predecessor's open transaction.
-pub fn read_progress(cfg: &Config) -> Result<BTreeMap<String, u32>, FleetError> {
+pub fn read_progress(
+    kafka: &KafkaConfig,
+    fleet: &FleetConfig,
+) -> Result<BTreeMap<String, u32>, FleetError> {
     let mut out = BTreeMap::new();
-    let props = cfg.kafka_client_props();
+    let props = kafka.client_props();
     // A topic created a moment ago may not be in the metadata yet: its errors are retried.
-    read_to_end::<FleetError>(&props, &cfg.fleet.state_topic, 0, TIMEOUT, |msg| {
+    read_to_end::<FleetError>(&props, &fleet.state_topic, 0, TIMEOUT, |msg| {
         if let Some(p) = msg.payload() {
             let rec: Progress = serde_json::from_slice(p).map_err(|e| FleetError::State {
                 offset: msg.offset(),
                 why: e.to_string(),
             })?;
-            if rec.window_seconds == cfg.fleet.window_seconds {
+            if rec.window_seconds == fleet.window_seconds {
                 out.insert(rec.project_id, rec.evaluated_until);
             }
         }

@@ -19,7 +19,7 @@ pub use config::FleetConfig;
 pub use kafka::Progress;
 
 use crate::admin::Health;
-use crate::config::Config;
+use crate::config::{ClickHouseConfig, KafkaConfig};
 use eval::Window;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -75,20 +75,25 @@ pub struct PassStats {
 
 /// Run until `shutdown` (or after one pass with `once`). A window's transaction is never cut:
 /// shutdown is checked between windows.
+///
+/// Takes its own section, Kafka for the alert and state topics and ClickHouse for the rollups.
 pub async fn run(
-    cfg: Config,
+    kafka: KafkaConfig,
+    clickhouse: ClickHouseConfig,
+    cfg: FleetConfig,
     opts: WatchOptions,
     shutdown: CancellationToken,
 ) -> Result<PassStats, FleetError> {
     let health = Arc::new(Health::default());
-    if let Some(addr) = &cfg.fleet.admin_addr {
+    if let Some(addr) = &cfg.admin_addr {
         crate::admin::serve(addr, health.clone()).await?;
     }
-    kafka::ensure_topics(&cfg).await?;
-    let sink = crate::sink::ClickHouseSink::connect(&cfg).await?;
-    let store = store::Store::new(sink.client().clone(), &cfg.clickhouse_database);
-    let publisher = tokio::task::block_in_place(|| kafka::Publisher::new(&cfg))?;
-    let mut progress = tokio::task::block_in_place(|| kafka::read_progress(&cfg))?;
+    kafka::ensure_topics(&kafka, &cfg).await?;
+    let sink = crate::sink::ClickHouseSink::connect(&clickhouse).await?;
+    let store = store::Store::new(sink.client().clone(), &clickhouse.database);
+    let publisher =
+        tokio::task::block_in_place(|| kafka::Publisher::new(&kafka, &cfg, &clickhouse.database))?;
+    let mut progress = tokio::task::block_in_place(|| kafka::read_progress(&kafka, &cfg))?;
     tracing::info!(projects = progress.len(), "fleet-watch: progress restored");
     health.set_consuming(true);
     let mut total = PassStats::default();
@@ -112,7 +117,7 @@ pub async fn run(
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(Duration::from_millis(cfg.fleet.interval_ms)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(cfg.interval_ms)) => {}
         }
     }
     health.set_draining();
@@ -125,14 +130,13 @@ pub async fn run(
 }
 
 async fn pass(
-    cfg: &Config,
+    f: &FleetConfig,
     opts: WatchOptions,
     store: &store::Store,
     publisher: &kafka::Publisher,
     progress: &mut BTreeMap<String, u32>,
     shutdown: &CancellationToken,
 ) -> Result<PassStats, FleetError> {
-    let f = &cfg.fleet;
     let mut stats = PassStats::default();
     for (project, watermark) in store.watermarks().await? {
         let mut closed = watermark.saturating_sub(f.settle_seconds);

@@ -31,9 +31,10 @@ mod wire;
 
 pub use runs::{format_uuid, uuid_v7, v7_millis, RUN_TABLE_CAPACITY};
 
-use crate::config::Config;
+use crate::config::{IngestConfig, KafkaConfig};
 use crate::contract::ReportedTotals;
 use crate::emit::{EmitError, Emitter};
+use crate::verdict::VerdictConfig;
 use crate::verdict::{VerdictTable, Verdicts};
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -578,9 +579,9 @@ pub(crate) async fn publisher(mut emitter: Emitter, topic: String, mut jobs: mps
     }
 }
 
-pub(crate) fn key_table(cfg: &Config) -> Result<HashMap<[u8; 32], Arc<str>>, IngestError> {
+pub(crate) fn key_table(cfg: &IngestConfig) -> Result<HashMap<[u8; 32], Arc<str>>, IngestError> {
     let mut keys = HashMap::new();
-    for (n, (key, project)) in cfg.ingest_api_keys.iter().enumerate() {
+    for (n, (key, project)) in cfg.api_keys.iter().enumerate() {
         // Never echo a key: name it by position only.
         let key = key.trim();
         if !key.starts_with("kw_") {
@@ -622,30 +623,38 @@ fn router(state: Arc<AppState>) -> Router {
 }
 
 /// Serve until `shutdown` is cancelled; in-flight requests finish and their events are flushed.
-pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), IngestError> {
+/// Takes its own section, Kafka to publish through and read the signals from, and the verdict
+/// table's settings.
+pub async fn serve(
+    kafka: KafkaConfig,
+    cfg: IngestConfig,
+    verdicts: VerdictConfig,
+    shutdown: CancellationToken,
+) -> Result<(), IngestError> {
     let keys = key_table(&cfg)?;
     if keys.is_empty() {
         tracing::warn!("ingest_api_keys is empty: every request will be answered 401");
     }
-    crate::source::ensure_topics(&cfg)
+    crate::source::ensure_topics(&kafka)
         .await
         .map_err(|e| IngestError::Internal(format!("cannot create topics: {e}")))?;
     // Answer 503 well before the SDK's 30 s read timeout when Kafka is unreachable.
-    let mut pcfg = cfg.clone();
-    pcfg.kafka_producer
+    let mut pcfg = kafka.clone();
+    pcfg.producer
         .entry("message.timeout.ms".into())
         .or_insert_with(|| "20000".into());
     let emitter = Emitter::plain(&pcfg)?;
     let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
-    let publisher = tokio::spawn(publisher(emitter, cfg.input_topic.clone(), rx));
+    let publisher = tokio::spawn(publisher(emitter, kafka.topics.input.clone(), rx));
     let projects: std::collections::BTreeSet<&str> =
-        cfg.ingest_api_keys.values().map(String::as_str).collect();
-    let verdicts = Verdicts::new(VerdictTable::new(cfg.verdicts.clone()));
+        cfg.api_keys.values().map(String::as_str).collect();
+    let lookback = std::time::Duration::from_millis(verdicts.lookback_ms);
+    let verdicts = Verdicts::new(VerdictTable::new(verdicts));
     let reader = crate::verdict::consumer::spawn(
         crate::verdict::consumer::Source {
-            props: cfg.kafka_client_props(),
-            topic: cfg.output_topic.clone(),
-            lookback: std::time::Duration::from_millis(cfg.verdicts.lookback_ms),
+            props: kafka.client_props(),
+            topic: kafka.topics.output.clone(),
+            lookback,
         },
         verdicts.clone(),
         shutdown.child_token(),
@@ -658,18 +667,18 @@ pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), Inges
         stop: shutdown.child_token(),
     });
     let addr: SocketAddr = cfg
-        .ingest_addr
+        .addr
         .parse()
-        .map_err(|_| IngestError::Config(format!("ingest_addr `{}`", cfg.ingest_addr)))?;
+        .map_err(|_| IngestError::Config(format!("ingest_addr `{}`", cfg.addr)))?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| IngestError::Bind {
-            addr: cfg.ingest_addr.clone(),
+            addr: cfg.addr.clone(),
             source,
         })?;
     let bound = listener.local_addr().map_err(IngestError::Serve)?;
     let health = Arc::new(crate::admin::Health::default());
-    if let Some(admin) = cfg.ingest_admin_addr.as_deref().filter(|a| !a.is_empty()) {
+    if let Some(admin) = cfg.admin_addr.as_deref().filter(|a| !a.is_empty()) {
         // Ready means accepting requests; ClickHouse is none of the bridge's business.
         health.set_consuming(true);
         health.set_clickhouse_ok(true);
@@ -677,9 +686,9 @@ pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), Inges
     }
     tracing::info!(
         addr = %bound,
-        topic = %cfg.input_topic,
-        signals = %cfg.output_topic,
-        api_keys = cfg.ingest_api_keys.len(),
+        topic = %kafka.topics.input,
+        signals = %kafka.topics.output,
+        api_keys = cfg.api_keys.len(),
         projects = ?projects,
         "ingest-http: keelwave-compatible ingest API listening"
     );
@@ -703,26 +712,26 @@ mod tests {
 
     #[test]
     fn keys_are_checked_and_never_echoed() {
-        let mut cfg = Config::default();
-        cfg.ingest_api_keys
-            .insert("sk_live_secret123".into(), "p".into());
+        let mut cfg = IngestConfig::default();
+        cfg.api_keys.insert("sk_live_secret123".into(), "p".into());
         let err = key_table(&cfg).unwrap_err().to_string();
         assert!(
             err.contains("key #1") && !err.contains("secret123"),
             "{err}"
         );
-        let mut cfg = Config::default();
-        cfg.ingest_api_keys
+        let mut cfg = crate::config::Config::default();
+        cfg.ingest
+            .api_keys
             .insert("kw_TOPSECRETKEY".into(), "proj-a".into());
-        assert_eq!(key_table(&cfg).unwrap().len(), 1);
+        assert_eq!(key_table(&cfg.ingest).unwrap().len(), 1);
         let shown = format!("{} {cfg:?}", cfg.redacted());
         assert!(!shown.contains("TOPSECRETKEY"), "{shown}");
         assert!(shown.contains("proj-a"), "{shown}");
     }
 
     fn state() -> AppState {
-        let mut cfg = Config::default();
-        cfg.ingest_api_keys.insert("kw_GOOD".into(), "proj".into());
+        let mut cfg = IngestConfig::default();
+        cfg.api_keys.insert("kw_GOOD".into(), "proj".into());
         let (tx, _rx) = mpsc::channel(1);
         AppState {
             keys: key_table(&cfg).unwrap(),

@@ -259,7 +259,7 @@ fn signal_stream(
 mod tests {
     use super::super::{key_table, router, runs, RunTable};
     use super::*;
-    use crate::config::Config;
+    use crate::config::IngestConfig;
     use crate::contract::{OutputEvent, RunTerminated, Severity};
     use crate::verdict::{VerdictConfig, VerdictTable, Verdicts};
     use axum::body::Body;
@@ -270,9 +270,9 @@ mod tests {
     use tower::ServiceExt;
 
     fn state() -> Arc<AppState> {
-        let mut cfg = Config::default();
-        cfg.ingest_api_keys.insert("kw_A".into(), "proj-a".into());
-        cfg.ingest_api_keys.insert("kw_B".into(), "proj-b".into());
+        let mut cfg = IngestConfig::default();
+        cfg.api_keys.insert("kw_A".into(), "proj-a".into());
+        cfg.api_keys.insert("kw_B".into(), "proj-b".into());
         let (tx, _rx) = tokio::sync::mpsc::channel(1);
         Arc::new(AppState {
             keys: key_table(&cfg).unwrap(),

@@ -4,7 +4,7 @@ use super::args::SimulateArgs;
 use super::fleet::{generate_fleet_with, weights, Fleet, RunTruth};
 use super::kind::Kind;
 use super::progress::Progress;
-use crate::config::Config;
+use crate::config::KafkaConfig;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -33,7 +33,7 @@ fn labels_line(t: &RunTruth) -> String {
     .to_string()
 }
 
-pub async fn run(args: SimulateArgs, cfg: &Config) -> Result<(), SimulateError> {
+pub async fn run(args: SimulateArgs, cfg: &KafkaConfig) -> Result<(), SimulateError> {
     if args.loop_rate > 0.0 && weights(&args, true).is_empty() {
         return Err(SimulateError::EmptyMix("looping"));
     }
@@ -77,7 +77,7 @@ pub async fn run(args: SimulateArgs, cfg: &Config) -> Result<(), SimulateError> 
             let mut emitter = crate::emit::Emitter::plain(cfg)?;
             let mut bar = Progress::new(total, "producing", "events", 100_000);
             for (i, (_, run_id, line)) in fleet.events.iter().enumerate() {
-                emitter.send_raw(&cfg.input_topic, run_id.as_bytes(), line.as_bytes())?;
+                emitter.send_raw(&cfg.topics.input, run_id.as_bytes(), line.as_bytes())?;
                 if (i + 1) % 20_000 == 0 {
                     emitter.flush().await?;
                 }
@@ -85,7 +85,7 @@ pub async fn run(args: SimulateArgs, cfg: &Config) -> Result<(), SimulateError> 
             }
             emitter.flush().await?;
             bar.finish();
-            format!("topic {}", cfg.input_topic)
+            format!("topic {}", cfg.topics.input)
         }
     };
     if let Some(path) = &args.labels {

@@ -5,7 +5,7 @@
 //! again after a crash collapses onto the first copy.
 pub mod rows;
 
-use crate::config::Config;
+use crate::config::ClickHouseConfig;
 pub use rows::{RollupRow, RunRow, SignalRow, StepRow};
 
 #[derive(Debug, thiserror::Error)]
@@ -67,12 +67,12 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 /// The default HTTP client trusts the public web roots; with `clickhouse_ca_file` set, a client
 /// that trusts exactly the CAs in that PEM file (same pool and keep-alive settings as the
 /// crate's own client).
-fn http_client(cfg: &Config) -> Result<clickhouse::Client, SinkError> {
+fn http_client(cfg: &ClickHouseConfig) -> Result<clickhouse::Client, SinkError> {
     use hyper_util::client::legacy::{connect::HttpConnector, Client as HyperClient};
     use rustls::pki_types::{pem::PemObject, CertificateDer};
     use std::time::Duration;
 
-    let Some(path) = cfg.clickhouse_ca_file.as_ref().filter(|p| !p.is_empty()) else {
+    let Some(path) = cfg.ca_file.as_ref().filter(|p| !p.is_empty()) else {
         return Ok(clickhouse::Client::default());
     };
     let ca_err = |reason: String| SinkError::CaFile {
@@ -167,12 +167,12 @@ pub struct DdlOptions {
 
 impl DdlOptions {
     /// Options for `cfg` on a server reporting `server_version` (`None`: the modern form).
-    pub fn new(cfg: &Config, server_version: Option<&str>) -> Self {
+    pub fn new(cfg: &ClickHouseConfig, server_version: Option<&str>) -> Self {
         Self {
-            db: cfg.clickhouse_database.clone(),
+            db: cfg.database.clone(),
             modern: server_version.is_none_or(is_modern),
-            cluster: cfg.clickhouse_cluster.clone(),
-            retention_days: cfg.clickhouse_retention_days,
+            cluster: cfg.cluster.clone(),
+            retention_days: cfg.retention_days,
         }
     }
 
@@ -333,15 +333,15 @@ impl Batch {
 }
 
 impl ClickHouseSink {
-    pub async fn connect(cfg: &Config) -> Result<Self, SinkError> {
+    pub async fn connect(cfg: &ClickHouseConfig) -> Result<Self, SinkError> {
         let mut client = http_client(cfg)?
-            .with_url(&cfg.clickhouse_url)
+            .with_url(&cfg.url)
             // Old servers (Debian's 18.16) lack RowBinaryWithNamesAndTypes; rows are typed here.
             .with_validation(false);
-        if let Some(u) = &cfg.clickhouse_user {
+        if let Some(u) = &cfg.user {
             client = client.with_user(u);
         }
-        if let Some(p) = &cfg.clickhouse_password {
+        if let Some(p) = &cfg.password {
             client = client.with_password(p);
         }
         let sink = Self::from_client(client, cfg);
@@ -357,7 +357,7 @@ impl ClickHouseSink {
         Ok(sink)
     }
 
-    fn connect_error(&self, cfg: &Config, source: clickhouse::error::Error) -> SinkError {
+    fn connect_error(&self, cfg: &ClickHouseConfig, source: clickhouse::error::Error) -> SinkError {
         let url = self.url.clone();
         match &source {
             // 192 UNKNOWN_USER, 193 WRONG_PASSWORD, 194 REQUIRED_PASSWORD, 516
@@ -369,10 +369,7 @@ impl ClickHouseSink {
             {
                 SinkError::Auth {
                     url,
-                    user: cfg
-                        .clickhouse_user
-                        .clone()
-                        .unwrap_or_else(|| "default".into()),
+                    user: cfg.user.clone().unwrap_or_else(|| "default".into()),
                     source,
                 }
             }
@@ -395,8 +392,8 @@ impl ClickHouseSink {
     /// A sink on a client built by the caller (tests: compression off, a recording server).
     /// Database, cluster and retention come from `cfg`; `clickhouse_url` only names the server
     /// in errors.
-    pub fn from_client(mut client: clickhouse::Client, cfg: &Config) -> Self {
-        if cfg.clickhouse_cluster.is_some() {
+    pub fn from_client(mut client: clickhouse::Client, cfg: &ClickHouseConfig) -> Self {
+        if cfg.cluster.is_some() {
             // Inserts go through Distributed tables: acknowledge only once every shard has its
             // rows, so the commit rule still means "in ClickHouse". (24.x+ also calls it
             // distributed_foreground_insert.)
@@ -409,10 +406,10 @@ impl ClickHouseSink {
         }
         Self {
             client,
-            url: cfg.clickhouse_url.clone(),
-            db: cfg.clickhouse_database.clone(),
-            cluster: cfg.clickhouse_cluster.clone(),
-            retention_days: cfg.clickhouse_retention_days,
+            url: cfg.url.clone(),
+            db: cfg.database.clone(),
+            cluster: cfg.cluster.clone(),
+            retention_days: cfg.retention_days,
         }
     }
 

@@ -2,7 +2,7 @@
 pub mod compacted;
 pub mod restore;
 
-use crate::config::Config;
+use crate::config::KafkaConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -175,14 +175,14 @@ impl ConsumerContext for RebalanceContext {
 
 pub type Input = StreamConsumer<RebalanceContext>;
 
-pub fn consumer(cfg: &Config) -> Result<(Input, Arc<Mutex<Assignment>>), SourceError> {
+pub fn consumer(cfg: &KafkaConfig) -> Result<(Input, Arc<Mutex<Assignment>>), SourceError> {
     let state = Arc::new(Mutex::new(Assignment::default()));
     let ctx = RebalanceContext {
-        topic: cfg.input_topic.clone(),
+        topic: cfg.topics.input.clone(),
         state: state.clone(),
     };
     let mut cc = ClientConfig::new();
-    cc.set("bootstrap.servers", &cfg.kafka_brokers)
+    cc.set("bootstrap.servers", &cfg.brokers)
         .set("group.id", &cfg.group_id)
         // Offsets are committed only after ClickHouse and the output topic have what they cover.
         .set("enable.auto.commit", "false")
@@ -192,11 +192,11 @@ pub fn consumer(cfg: &Config) -> Result<(Input, Arc<Mutex<Assignment>>), SourceE
         .set("session.timeout.ms", cfg.session_timeout_ms.to_string())
         .set("isolation.level", "read_committed")
         .set("statistics.interval.ms", "5000");
-    for (k, v) in cfg.kafka_props_for(&cfg.kafka_consumer) {
+    for (k, v) in cfg.props_for(&cfg.consumer) {
         cc.set(k, v);
     }
     let c: Input = cc.create_with_context(ctx)?;
-    c.subscribe(&[&cfg.input_topic])?;
+    c.subscribe(&[&cfg.topics.input])?;
     Ok((c, state))
 }
 
@@ -240,9 +240,9 @@ const CONNECT_PROBE: Duration = Duration::from_secs(30);
 /// Wait until the brokers answer a metadata request, or fail with advice if they refuse the
 /// credentials or the certificate. A consumer without a subscription does it: unlike the admin
 /// client, polling it serves librdkafka's error events.
-fn probe_connection(cfg: &Config) -> Result<(), SourceError> {
+fn probe_connection(cfg: &KafkaConfig) -> Result<(), SourceError> {
     let mut cc = ClientConfig::new();
-    for (k, v) in cfg.kafka_client_props() {
+    for (k, v) in cfg.client_props() {
         cc.set(k, v);
     }
     cc.set("group.id", "eddy-connect-probe");
@@ -264,8 +264,8 @@ fn probe_connection(cfg: &Config) -> Result<(), SourceError> {
     }
 }
 
-fn security_error(cfg: &Config, code: RDKafkaErrorCode, reason: String) -> SourceError {
-    let props = cfg.kafka_client_props();
+fn security_error(cfg: &KafkaConfig, code: RDKafkaErrorCode, reason: String) -> SourceError {
+    let props = cfg.client_props();
     let get = |k: &str| props.iter().find(|(p, _)| p == k).map(|(_, v)| v.as_str());
     let fix = if code == RDKafkaErrorCode::Authentication {
         format!(
@@ -288,39 +288,39 @@ fn security_error(cfg: &Config, code: RDKafkaErrorCode, reason: String) -> Sourc
         )
     };
     SourceError::Security {
-        brokers: cfg.kafka_brokers.clone(),
+        brokers: cfg.brokers.clone(),
         reason,
         fix,
     }
 }
 
 /// Create missing topics and check that the changelog is co-partitioned with the input.
-pub async fn ensure_topics(cfg: &Config) -> Result<(), SourceError> {
+pub async fn ensure_topics(cfg: &KafkaConfig) -> Result<(), SourceError> {
     let mut cc = ClientConfig::new();
-    for (k, v) in cfg.kafka_client_props() {
+    for (k, v) in cfg.client_props() {
         cc.set(k, v);
     }
     probe_connection(cfg)?;
     let admin: AdminClient<DefaultClientContext> = cc.create()?;
     let changelog = cfg.changelog_topic();
-    if cfg.create_topics {
+    if cfg.topics.create {
         // -1 asks the broker for its `default.replication.factor` (CreateTopics v4, KIP-464).
-        let repl = || TopicReplication::Fixed(cfg.topic_replication.unwrap_or(-1));
-        let plain = [&cfg.input_topic, &cfg.output_topic, &cfg.dlq_topic];
-        let max_bytes = cfg.topic_max_message_bytes.map(|n| n.to_string());
+        let repl = || TopicReplication::Fixed(cfg.topics.replication.unwrap_or(-1));
+        let plain = [&cfg.topics.input, &cfg.topics.output, &cfg.topics.dlq];
+        let max_bytes = cfg.topics.max_message_bytes.map(|n| n.to_string());
         let mut topics: Vec<NewTopic<'_>> = plain
             .iter()
             .map(|t| {
-                let nt = NewTopic::new(t, cfg.topic_partitions, repl());
+                let nt = NewTopic::new(t, cfg.topics.partitions, repl());
                 match &max_bytes {
-                    Some(n) if *t != &cfg.output_topic => nt.set("max.message.bytes", n),
+                    Some(n) if *t != &cfg.topics.output => nt.set("max.message.bytes", n),
                     _ => nt,
                 }
             })
             .collect();
         create(&admin, &topics).await?;
         // The changelog must match the input's *actual* partition count, which may predate us.
-        let input_parts = partition_count(&admin, &cfg.input_topic)?;
+        let input_parts = partition_count(&admin, &cfg.topics.input)?;
         topics = vec![NewTopic::new(&changelog, input_parts as i32, repl())
             .set("cleanup.policy", "compact")
             // Keep restore time bounded by live runs, not history: roll segments often and
@@ -330,11 +330,11 @@ pub async fn ensure_topics(cfg: &Config) -> Result<(), SourceError> {
             .set("delete.retention.ms", "3600000")];
         create(&admin, &topics).await?;
     }
-    let input_partitions = partition_count(&admin, &cfg.input_topic)?;
+    let input_partitions = partition_count(&admin, &cfg.topics.input)?;
     let changelog_partitions = partition_count(&admin, &changelog)?;
     if input_partitions != changelog_partitions {
         return Err(SourceError::NotCoPartitioned {
-            input: cfg.input_topic.clone(),
+            input: cfg.topics.input.clone(),
             input_partitions,
             changelog,
             changelog_partitions,

@@ -40,7 +40,7 @@ pub fn restore(brokers: &str, topic: &str, partition: i32) -> Result<Restored, S
 }
 
 /// [`restore`] with client properties (brokers and security settings, see
-/// `Config::kafka_client_props`).
+/// `KafkaConfig::client_props`).
 pub fn restore_with(
     props: &[(String, String)],
     topic: &str,

@@ -115,11 +115,11 @@ fn only_credentials_and_unverifiable_certificates_end_the_connect_wait() {
 
 #[test]
 fn a_refused_login_names_the_user_and_mechanism_to_check() {
-    let cfg = Config {
-        kafka_brokers: "b:9093".into(),
-        kafka_sasl_username: Some("alice".into()),
-        kafka_sasl_mechanism: Some("SCRAM-SHA-512".into()),
-        ..Config::default()
+    let cfg = KafkaConfig {
+        brokers: "b:9093".into(),
+        sasl_username: Some("alice".into()),
+        sasl_mechanism: Some("SCRAM-SHA-512".into()),
+        ..KafkaConfig::default()
     };
     let SourceError::Security {
         brokers,
@@ -137,9 +137,9 @@ fn a_refused_login_names_the_user_and_mechanism_to_check() {
 
 #[test]
 fn an_unverified_certificate_names_the_ca_setting() {
-    let cfg = Config {
-        kafka_ssl_ca_location: Some("/etc/ca.pem".into()),
-        ..Config::default()
+    let cfg = KafkaConfig {
+        ssl_ca_location: Some("/etc/ca.pem".into()),
+        ..KafkaConfig::default()
     };
     let SourceError::Security { fix, .. } =
         security_error(&cfg, RDKafkaErrorCode::SSL, "verify failed".into())

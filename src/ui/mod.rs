@@ -13,7 +13,8 @@ mod queries;
 mod routes;
 mod svg;
 
-use crate::config::Config;
+use crate::config::{ClickHouseConfig, KafkaConfig, UiConfig};
+use crate::verdict::VerdictConfig;
 use crate::verdict::{consumer, VerdictTable, Verdicts};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,18 +50,23 @@ pub(crate) struct AppState {
 
 /// Serve until `shutdown` is cancelled. Prints the address it listens on (one line on stdout),
 /// so a caller binding port 0 learns the port.
-pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), UiError> {
-    let sink = crate::sink::ClickHouseSink::connect(&cfg).await?;
-    let client = sink
-        .client()
-        .clone()
-        .with_database(&cfg.clickhouse_database);
-    let verdicts = Verdicts::new(VerdictTable::new(cfg.verdicts.clone()));
+/// Takes its own section, ClickHouse for the queries, Kafka and the verdict table's settings for
+/// the live signals.
+pub async fn serve(
+    kafka: KafkaConfig,
+    clickhouse: ClickHouseConfig,
+    verdicts: VerdictConfig,
+    cfg: UiConfig,
+    shutdown: CancellationToken,
+) -> Result<(), UiError> {
+    let sink = crate::sink::ClickHouseSink::connect(&clickhouse).await?;
+    let client = sink.client().clone().with_database(&clickhouse.database);
+    let verdicts = Verdicts::new(VerdictTable::new(verdicts));
     // No look-back: the live page shows what arrives from now on.
     let reader = consumer::spawn(
         consumer::Source {
-            props: cfg.kafka_client_props(),
-            topic: cfg.output_topic.clone(),
+            props: kafka.client_props(),
+            topic: kafka.topics.output.clone(),
             lookback: std::time::Duration::ZERO,
         },
         verdicts.clone(),
@@ -72,18 +78,18 @@ pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), UiErr
         stop: shutdown.child_token(),
     });
     let addr: SocketAddr = cfg
-        .ui_addr
+        .addr
         .parse()
-        .map_err(|_| UiError::Addr(cfg.ui_addr.clone()))?;
+        .map_err(|_| UiError::Addr(cfg.addr.clone()))?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| UiError::Bind {
-            addr: cfg.ui_addr.clone(),
+            addr: cfg.addr.clone(),
             source,
         })?;
     let bound = listener.local_addr().map_err(UiError::Serve)?;
     println!("eddy ui: http://{bound}/");
-    tracing::info!(%bound, database = %cfg.clickhouse_database, "eddy ui listening");
+    tracing::info!(%bound, database = %clickhouse.database, "eddy ui listening");
     let stop = shutdown.clone();
     axum::serve(listener, routes::router(state))
         .with_graceful_shutdown(async move { stop.cancelled().await })

@@ -35,7 +35,7 @@ fn now_ms() -> i64 {
 
 /// What to read and how to reach it.
 pub struct Source {
-    /// Connection and security properties (`Config::kafka_client_props`, or just
+    /// Connection and security properties (`KafkaConfig::client_props`, or just
     /// `bootstrap.servers` for an agent).
     pub props: Vec<(String, String)>,
     pub topic: String,

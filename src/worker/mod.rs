@@ -10,9 +10,10 @@ mod partition;
 mod seams;
 
 use crate::admin::{self, Health};
-use crate::config::Config;
+use crate::config::{ClickHouseConfig, KafkaConfig, WorkerConfig};
 use crate::contract::RunKey;
 use crate::emit::{EmitError, Emitter};
+use crate::engine::EngineConfig;
 use crate::sink::{ClickHouseSink, SinkError};
 use crate::source::{self, SourceError};
 use futures::FutureExt;
@@ -142,35 +143,45 @@ struct FlushCounters {
     rewinds: u64,
 }
 
-pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerError> {
+/// `eddy run`. The worker's own section, and those it hands down: Kafka to `source/` and `emit/`,
+/// ClickHouse to `sink/`, the engine's to every partition's `PartitionEngine`.
+pub async fn run(
+    kafka: KafkaConfig,
+    clickhouse: ClickHouseConfig,
+    worker: WorkerConfig,
+    engine: EngineConfig,
+    shutdown: CancellationToken,
+) -> Result<(), WorkerError> {
     let health = Arc::new(Health::default());
-    admin::serve(&cfg.admin_addr, health.clone()).await?;
-    source::ensure_topics(&cfg).await?;
-    let sink = ClickHouseSink::connect(&cfg).await?;
+    admin::serve(&worker.admin_addr, health.clone()).await?;
+    source::ensure_topics(&kafka).await?;
+    let sink = ClickHouseSink::connect(&clickhouse).await?;
     let version = sink.version().await?;
-    if cfg.migrate_on_start {
+    if worker.migrate_on_start {
         let applied = sink.migrate().await?;
         tracing::info!(clickhouse = %version, migrations = ?applied, "ClickHouse ready");
     } else {
         sink.check_migrated().await?;
         tracing::info!(clickhouse = %version, "ClickHouse ready (migrations left to `eddy migrate`)");
     }
-    let (consumer, assignment) = source::consumer(&cfg)?;
+    let (consumer, assignment) = source::consumer(&kafka)?;
     let consumer = Arc::new(consumer);
-    let emitter = Emitter::new(&cfg)?;
+    let emitter = Emitter::new(&kafka)?;
     let forker = emitter.fork();
-    let cfg = Arc::new(cfg);
-    let changelog_topic: Arc<str> = cfg.changelog_topic().into();
+    let (kafka, worker) = (Arc::new(kafka), Arc::new(worker));
+    let changelog_topic: Arc<str> = kafka.changelog_topic().into();
     let counters = Arc::new(partition::Counters::default());
     let shared = Arc::new(partition::Shared {
-        cfg: cfg.clone(),
-        engine_cfg: Arc::new(cfg.engine.clone()),
+        kafka: kafka.clone(),
+        worker: worker.clone(),
+        engine_cfg: Arc::new(engine),
         changelog_topic: changelog_topic.to_string(),
         counters: counters.clone(),
     });
     let mut co = Coordinator {
         flusher: Flusher {
-            cfg: cfg.clone(),
+            kafka: kafka.clone(),
+            worker: worker.clone(),
             sink,
             consumer: consumer.clone(),
             emitter: Arc::new(tokio::sync::Mutex::new(emitter)),
@@ -189,7 +200,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         counts: FlushCounters::default(),
     };
     let mut last_progress = Instant::now();
-    let progress_every = Duration::from_secs(cfg.progress_interval_s.max(1));
+    let progress_every = Duration::from_secs(worker.progress_interval_s.max(1));
     // Declared after the consumer, so dropped before it: closing the consumer revokes
     // everything, and nothing would be left to drain those revokes.
     let _defer = DeferRevokes::on(&assignment);
@@ -197,7 +208,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         .lock()
         .map(|a| a.wake.clone())
         .unwrap_or_default();
-    tracing::info!(topic = %cfg.input_topic, group = %cfg.group_id, "consuming");
+    tracing::info!(topic = %kafka.topics.input, group = %kafka.group_id, "consuming");
     health.set_clickhouse_ok(true);
     health.set_consuming(true);
 
@@ -210,7 +221,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         };
         // A full batch stops reading until the flush in flight is done: at most two batches are
         // ever buffered, so a slow ClickHouse turns into lag, not memory.
-        let full = co.batch_msgs >= cfg.batch_max_messages;
+        let full = co.batch_msgs >= worker.batch_max_messages;
         let msg = tokio::select! {
             _ = shutdown.cancelled() => {
                 health.set_draining();
@@ -246,7 +257,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
                 // Take whatever else librdkafka already holds, without waiting: tasks get
                 // chunks, not single messages, which keeps wake-ups and timers off the per-event
                 // path.
-                while co.staged < STAGE_MAX && co.batch_msgs < cfg.batch_max_messages {
+                while co.staged < STAGE_MAX && co.batch_msgs < worker.batch_max_messages {
                     match consumer.recv().now_or_never() {
                         Some(Ok(m)) => co.stage(&m),
                         Some(Err(e)) => {
@@ -266,7 +277,7 @@ pub async fn run(cfg: Config, shutdown: CancellationToken) -> Result<(), WorkerE
         if co.inflight.is_none() && co.batch_msgs > 0 && (due || full) {
             co.start_flush(&shutdown).await?;
         }
-        if cfg.progress_interval_s > 0 && last_progress.elapsed() >= progress_every {
+        if worker.progress_interval_s > 0 && last_progress.elapsed() >= progress_every {
             last_progress = Instant::now();
             let open: usize = co.open_runs.values().sum();
             metrics::gauge!("eddy_open_runs").set(open as f64);
@@ -368,7 +379,7 @@ impl Coordinator {
         if self.deadline.is_none() {
             self.deadline = Some(
                 tokio::time::Instant::now()
-                    + Duration::from_millis(self.flusher.cfg.flush_interval_ms),
+                    + Duration::from_millis(self.flusher.worker.flush_interval_ms),
             );
         }
     }
@@ -467,7 +478,7 @@ impl Coordinator {
         tpl: &TopicPartitionList,
         shutdown: &CancellationToken,
     ) -> Result<(), WorkerError> {
-        let drain_ms = self.flusher.cfg.revoke_drain_ms;
+        let drain_ms = self.flusher.worker.revoke_drain_ms;
         let drained =
             tokio::time::timeout(Duration::from_millis(drain_ms), self.flush_all(shutdown)).await;
         match drained {
@@ -488,7 +499,7 @@ impl Coordinator {
                 self.rewind().await?;
             }
         }
-        for e in tpl.elements_for_topic(&self.flusher.cfg.input_topic) {
+        for e in tpl.elements_for_topic(&self.flusher.kafka.topics.input) {
             self.remove(e.partition());
         }
         if let Err(e) = self.flusher.consumer.incremental_unassign(tpl) {
@@ -561,7 +572,8 @@ impl Drop for DeferRevokes {
 /// What every flush writes to and commits on.
 #[derive(Clone)]
 struct Flusher {
-    cfg: Arc<Config>,
+    kafka: Arc<KafkaConfig>,
+    worker: Arc<WorkerConfig>,
     sink: ClickHouseSink,
     consumer: Arc<source::Input>,
     /// Held for a whole flush; partition tasks send through forks of it.
@@ -586,7 +598,7 @@ impl Flusher {
         let io = flush::Io {
             rows: &self.sink,
             kafka: &mut kafka,
-            input_topic: &self.cfg.input_topic,
+            input_topic: &self.kafka.topics.input,
             health: &self.health,
             retry: flush::Retry::default(),
         };

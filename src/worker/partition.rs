@@ -4,7 +4,7 @@
 //! hand their epoch to the coordinator, which makes it durable and commits (see `super`).
 use super::{check_key, wall_ms, WorkerError};
 use crate::changelog;
-use crate::config::Config;
+use crate::config::{KafkaConfig, WorkerConfig};
 use crate::contract::input::decode_bounded;
 use crate::contract::{Event, OutputEvent, RunKey};
 use crate::emit::{DeadLetter, Emitter, Outbox};
@@ -76,7 +76,8 @@ pub struct Epoch<O = Outbox> {
 
 /// What every partition task shares.
 pub struct Shared {
-    pub cfg: Arc<Config>,
+    pub kafka: Arc<KafkaConfig>,
+    pub worker: Arc<WorkerConfig>,
     pub engine_cfg: Arc<EngineConfig>,
     pub changelog_topic: String,
     pub counters: Arc<Counters>,
@@ -175,7 +176,7 @@ impl Task {
         partition: i32,
         emitter: Emitter,
     ) -> Result<Self, WorkerError> {
-        let props = sh.cfg.kafka_client_props();
+        let props = sh.kafka.client_props();
         let topic = sh.changelog_topic.clone();
         let restored =
             tokio::task::spawn_blocking(move || restore_with(&props, &topic, partition)).await??;
@@ -233,7 +234,7 @@ impl Task {
         now_ms: i64,
         event_ts: &mut Option<i64>,
     ) -> Result<bool, WorkerError> {
-        let cfg = &*self.sh.cfg;
+        let topics = &self.sh.kafka.topics;
         let counters = &*self.sh.counters;
         let offset = m.offset;
         if offset < self.skip_below {
@@ -244,7 +245,7 @@ impl Task {
             partition: self.partition,
             offset,
         };
-        match decode_bounded(m.payload.as_deref(), cfg.max_message_bytes) {
+        match decode_bounded(m.payload.as_deref(), self.sh.worker.max_message_bytes) {
             Ok(ev) => {
                 check_key(m.key.as_deref(), ev.key());
                 *event_ts = Some(ev.ts_ms());
@@ -269,7 +270,7 @@ impl Task {
                     self.batch.steps.push(StepRow::new(step, fps, src));
                 }
                 for o in self.outs.drain(..) {
-                    self.emitter.send_output(&cfg.output_topic, &o)?;
+                    self.emitter.send_output(&topics.output, &o)?;
                     record_output(&o, now_ms - ev.ts_ms());
                     push_output(&mut self.batch, &o, src);
                     bump(&counters.outputs);
@@ -283,13 +284,13 @@ impl Task {
                 metrics::counter!("eddy_dead_letters_total", "reason" => e.reason()).increment(1);
                 let detail = e.to_string();
                 self.emitter.send_dead_letter(
-                    &cfg.dlq_topic,
+                    &topics.dlq,
                     &DeadLetter {
                         payload: m.payload.as_deref(),
                         key: m.key.as_deref(),
                         reason: e.reason(),
                         detail: &detail,
-                        topic: &cfg.input_topic,
+                        topic: &topics.input,
                         partition: self.partition,
                         offset,
                     },

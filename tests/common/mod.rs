@@ -83,20 +83,19 @@ pub fn test_config(ep: &Endpoints, name: &str) -> Config {
         std::process::id(),
         SEQ.fetch_add(1, Ordering::SeqCst)
     );
-    Config {
-        kafka_brokers: ep.kafka.clone(),
-        clickhouse_url: ep.clickhouse.clone(),
-        clickhouse_database: format!("eddy_t_{nonce}"),
-        input_topic: format!("t.{nonce}.steps"),
-        output_topic: format!("t.{nonce}.signals"),
-        dlq_topic: format!("t.{nonce}.dlq"),
-        group_id: format!("t.{nonce}.group"),
-        topic_partitions: 3,
-        session_timeout_ms: 6_000,
-        flush_interval_ms: 100,
-        progress_interval_s: 0,
-        ..Config::default()
-    }
+    let mut cfg = Config::default();
+    cfg.kafka.brokers = ep.kafka.clone();
+    cfg.kafka.group_id = format!("t.{nonce}.group");
+    cfg.kafka.session_timeout_ms = 6_000;
+    cfg.kafka.topics.input = format!("t.{nonce}.steps");
+    cfg.kafka.topics.output = format!("t.{nonce}.signals");
+    cfg.kafka.topics.dlq = format!("t.{nonce}.dlq");
+    cfg.kafka.topics.partitions = 3;
+    cfg.clickhouse.url = ep.clickhouse.clone();
+    cfg.clickhouse.database = format!("eddy_t_{nonce}");
+    cfg.worker.flush_interval_ms = 100;
+    cfg.worker.progress_interval_s = 0;
+    cfg
 }
 
 /// A loopback address no one listens on now.
@@ -135,13 +134,13 @@ pub fn run_command(cfg: &Config) -> Command {
     cmd.arg("run")
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("EDDY_KAFKA_BROKERS", &cfg.kafka_brokers)
-        .env("EDDY_CLICKHOUSE_URL", &cfg.clickhouse_url)
-        .env("EDDY_CLICKHOUSE_DATABASE", &cfg.clickhouse_database)
-        .env("EDDY_INPUT_TOPIC", &cfg.input_topic)
-        .env("EDDY_OUTPUT_TOPIC", &cfg.output_topic)
-        .env("EDDY_DLQ_TOPIC", &cfg.dlq_topic)
-        .env("EDDY_GROUP_ID", &cfg.group_id)
+        .env("EDDY_KAFKA_BROKERS", &cfg.kafka.brokers)
+        .env("EDDY_CLICKHOUSE_URL", &cfg.clickhouse.url)
+        .env("EDDY_CLICKHOUSE_DATABASE", &cfg.clickhouse.database)
+        .env("EDDY_INPUT_TOPIC", &cfg.kafka.topics.input)
+        .env("EDDY_OUTPUT_TOPIC", &cfg.kafka.topics.output)
+        .env("EDDY_DLQ_TOPIC", &cfg.kafka.topics.dlq)
+        .env("EDDY_GROUP_ID", &cfg.kafka.group_id)
         .env("EDDY_ADMIN_ADDR", "127.0.0.1:0");
     cmd
 }
@@ -150,15 +149,21 @@ pub fn run_command(cfg: &Config) -> Command {
 pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
     let mut cmd = run_command(cfg);
     cmd.env("EDDY_LOG", "warn,eddy=info")
-        .env("EDDY_TOPIC_PARTITIONS", cfg.topic_partitions.to_string())
+        .env(
+            "EDDY_TOPIC_PARTITIONS",
+            cfg.kafka.topics.partitions.to_string(),
+        )
         .env(
             "EDDY_SESSION_TIMEOUT_MS",
-            cfg.session_timeout_ms.to_string(),
+            cfg.kafka.session_timeout_ms.to_string(),
         )
-        .env("EDDY_FLUSH_INTERVAL_MS", cfg.flush_interval_ms.to_string())
+        .env(
+            "EDDY_FLUSH_INTERVAL_MS",
+            cfg.worker.flush_interval_ms.to_string(),
+        )
         .env(
             "EDDY_BATCH_MAX_MESSAGES",
-            cfg.batch_max_messages.to_string(),
+            cfg.worker.batch_max_messages.to_string(),
         )
         .env("EDDY_PROGRESS_INTERVAL_S", "0")
         .stdout(Stdio::null())
@@ -171,12 +176,12 @@ pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
 
 /// Produce JSON lines keyed by run id (as a real agent fleet does).
 pub async fn produce(cfg: &Config, lines: &[(String, String)]) {
-    eddy::source::ensure_topics(cfg)
+    eddy::source::ensure_topics(&cfg.kafka)
         .await
         .expect("create topics");
-    let mut e = eddy::emit::Emitter::plain(cfg).expect("producer");
+    let mut e = eddy::emit::Emitter::plain(&cfg.kafka).expect("producer");
     for (key, line) in lines {
-        e.send_raw(&cfg.input_topic, key.as_bytes(), line.as_bytes())
+        e.send_raw(&cfg.kafka.topics.input, key.as_bytes(), line.as_bytes())
             .expect("send");
     }
     e.flush().await.expect("delivered");
@@ -194,7 +199,7 @@ pub struct Record {
 pub fn topic_reader(cfg: &Config, topic: &str, extra: &[(&str, &str)]) -> (BaseConsumer, usize) {
     let mut cc = ClientConfig::new();
     // Brokers plus whatever security the config carries (SASL/TLS tests read that way too).
-    for (k, v) in cfg.kafka_client_props() {
+    for (k, v) in cfg.kafka.client_props() {
         cc.set(k, v);
     }
     cc.set("group.id", "eddy-test-reader")
@@ -294,12 +299,12 @@ pub fn terminated_count(records: &[Record]) -> usize {
 /// A ClickHouse client on the test's database.
 pub fn clickhouse(cfg: &Config) -> clickhouse::Client {
     clickhouse::Client::default()
-        .with_url(&cfg.clickhouse_url)
+        .with_url(&cfg.clickhouse.url)
         .with_validation(false)
 }
 
 pub async fn ch_count(cfg: &Config, sql: &str) -> u64 {
-    let sql = sql.replace("{db}", &cfg.clickhouse_database);
+    let sql = sql.replace("{db}", &cfg.clickhouse.database);
     clickhouse(cfg)
         .query(&sql)
         .fetch_one::<u64>()
@@ -311,7 +316,7 @@ pub async fn ch_count(cfg: &Config, sql: &str) -> u64 {
 pub async fn await_ch_count(cfg: &Config, sql: &str, want: u64, timeout: Duration) -> u64 {
     let start = Instant::now();
     loop {
-        let sql2 = sql.replace("{db}", &cfg.clickhouse_database);
+        let sql2 = sql.replace("{db}", &cfg.clickhouse.database);
         let got = clickhouse(cfg).query(&sql2).fetch_one::<u64>().await.ok();
         if got == Some(want) || start.elapsed() > timeout {
             return got.unwrap_or(0);
@@ -365,7 +370,7 @@ impl Fleet {
         let (outs, _) = eddy::replay::replay_to_vec(
             input.as_bytes(),
             std::sync::Arc::new(cfg.engine.clone()),
-            cfg.topic_partitions as u32,
+            cfg.kafka.topics.partitions as u32,
         );
         Self {
             steps: step_count(&lines),
@@ -436,7 +441,7 @@ pub fn read_all_expected(
     timeout: Duration,
     worker: Option<&mut Child>,
 ) -> Vec<OutputEvent> {
-    let recs = read_topic_until(cfg, &cfg.output_topic, timeout, worker, |r| {
+    let recs = read_topic_until(cfg, &cfg.kafka.topics.output, timeout, worker, |r| {
         let ids: std::collections::HashSet<String> = outputs(r)
             .iter()
             .map(|o| o.event_id().to_string())

@@ -36,9 +36,9 @@ impl Agent {
                 env!("CARGO_MANIFEST_DIR"),
                 "/tests/agent_python.py"
             ))
-            .args(["--brokers", &cfg.kafka_brokers])
-            .args(["--steps-topic", &cfg.input_topic])
-            .args(["--signals-topic", &cfg.output_topic])
+            .args(["--brokers", &cfg.kafka.brokers])
+            .args(["--steps-topic", &cfg.kafka.topics.input])
+            .args(["--signals-topic", &cfg.kafka.topics.output])
             .args(["--scenario", scenario])
             .args(extra)
             .stdin(Stdio::piped())

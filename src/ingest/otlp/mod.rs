@@ -17,7 +17,7 @@ pub mod mapping;
 
 pub use error::OtlpError;
 
-use crate::config::Config;
+use crate::config::{IngestConfig, KafkaConfig};
 use crate::contract::Event;
 use crate::emit::Emitter;
 use crate::ingest::{Job, MAX_BODY_BYTES, QUEUE_DEPTH};
@@ -215,24 +215,30 @@ fn router(rx: Arc<Receiver>) -> Router {
 }
 
 /// Serve until `shutdown` is cancelled; in-flight exports finish and their events are flushed.
-pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), OtlpError> {
+/// Takes its own section (`otlp_*`, and the API keys it shares with ingest-http) and Kafka to
+/// publish through.
+pub async fn serve(
+    kafka: KafkaConfig,
+    cfg: IngestConfig,
+    shutdown: CancellationToken,
+) -> Result<(), OtlpError> {
     let keys = crate::ingest::key_table(&cfg)?;
     if cfg.otlp_default_project.trim().is_empty() {
         return Err(OtlpError::Config("otlp_default_project is empty".into()));
     }
-    crate::source::ensure_topics(&cfg)
+    crate::source::ensure_topics(&kafka)
         .await
         .map_err(|e| OtlpError::Internal(format!("cannot create topics: {e}")))?;
     // Answer 503 well before an exporter's 10 s timeout when Kafka is unreachable.
-    let mut pcfg = cfg.clone();
-    pcfg.kafka_producer
+    let mut pcfg = kafka.clone();
+    pcfg.producer
         .entry("message.timeout.ms".into())
         .or_insert_with(|| "8000".into());
     let emitter = Emitter::plain(&pcfg)?;
     let (tx, jobs) = mpsc::channel(QUEUE_DEPTH);
     let publisher = tokio::spawn(crate::ingest::publisher(
         emitter,
-        cfg.input_topic.clone(),
+        kafka.topics.input.clone(),
         jobs,
     ));
     let addr: SocketAddr = cfg
@@ -255,7 +261,7 @@ pub async fn serve(cfg: Config, shutdown: CancellationToken) -> Result<(), OtlpE
     }
     tracing::info!(
         addr = %bound,
-        topic = %cfg.input_topic,
+        topic = %kafka.topics.input,
         api_keys = keys.len(),
         default_project = %cfg.otlp_default_project,
         "ingest-otlp: OTLP/HTTP traces receiver listening on /v1/traces"

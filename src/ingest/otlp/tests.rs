@@ -432,9 +432,9 @@ fn errors_answer_as_a_collector_does() {
 
 /// The router with a publisher stand-in that acknowledges every message and hands it over.
 fn receiver(keys: &[(&str, &str)]) -> (Router, mpsc::Receiver<Job>) {
-    let mut cfg = Config::default();
+    let mut cfg = IngestConfig::default();
     for (k, p) in keys {
-        cfg.ingest_api_keys.insert(k.to_string(), p.to_string());
+        cfg.api_keys.insert(k.to_string(), p.to_string());
     }
     let (tx, rx) = mpsc::channel(64);
     let r = router(Arc::new(Receiver {

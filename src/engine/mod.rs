@@ -4,184 +4,40 @@
 //! `ts`, and the idle-timeout watermark is the maximum event time seen *in this partition*, so
 //! `eddy replay --partitions N` and `eddy run` over N partitions reach identical verdicts.
 //! One [`PartitionEngine`] per input partition owns the state of every run keyed to it.
+//!
+//! Here the engine and its event path (open, apply, end, evict); beside it `keys` (the run
+//! table's keys), `watermark` (partition time and idle timeouts), `snapshot` (changes for the
+//! changelog, restore), `emit` (signals and verdicts), `outcome` (what callers get back) and
+//! `partitioner` (which partition a run id belongs to).
 pub mod config;
 pub mod detectors;
+mod emit;
 pub mod fingerprint;
 pub mod json;
+mod keys;
 pub mod memo;
+mod outcome;
+mod partitioner;
 pub mod rollup;
 pub mod run;
 pub mod seen;
+mod snapshot;
 pub mod text;
+mod watermark;
 
-use crate::contract::input::format_ts;
-use crate::contract::output::event_id;
-use crate::contract::{Event, OutputEvent, RunKey, RunTerminated, Signal, Step};
+use crate::contract::{Event, OutputEvent, RunKey};
 pub use config::EngineConfig;
+use emit::{build_signal, terminated};
 pub use fingerprint::{Canonical, StepFingerprints};
 use hashbrown::HashTable;
+use keys::{hash_key, PackedKey, Slot};
+pub use outcome::{Change, Outcome, PartitionMeta};
+pub use partitioner::partition_for;
 pub use run::RunState;
-use rustc_hash::{FxBuildHasher, FxHashMap};
-use serde::{Deserialize, Serialize};
+use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
-use triomphe::ThinArc;
-
-/// A run's key as the engine holds it: project and run id end to end, shared by the run table
-/// and the idle/eviction/dirty indexes. A thin pointer to one heap block (count, header and
-/// bytes together), where an `Arc` of a boxed string took two blocks and 24 more bytes per open
-/// run.
-#[derive(Clone)]
-struct PackedKey(ThinArc<KeyHeader, u8>);
-
-struct KeyHeader {
-    /// Where the run id starts (the project id's length).
-    split: usize,
-    /// The run's slot is listed in `PartitionEngine::dirty` (it changed since the last
-    /// changelog flush). Kept here rather than in the slot, whose 16 bytes (two pointers) are
-    /// then all of a run table entry; each open run has its own key, created with its slot.
-    listed: AtomicBool,
-}
-
-impl PackedKey {
-    fn new(k: &RunKey) -> Self {
-        let header = KeyHeader {
-            split: k.project_id.len(),
-            listed: AtomicBool::new(false),
-        };
-        // Written straight into the key's block (an exact-size iterator), with no copy between.
-        let (p, r) = (k.project_id.as_bytes(), k.run_id.as_bytes());
-        let bytes =
-            (0..p.len() + r.len()).map(|i| p.get(i).copied().unwrap_or_else(|| r[i - p.len()]));
-        Self(ThinArc::from_header_and_iter(header, bytes))
-    }
-
-    /// Project id and run id, as bytes: the key was made from two strings, and compares and
-    /// hashes as those do (bytewise), so it never needs to be read back as text but in
-    /// [`PackedKey::to_key`].
-    fn parts(&self) -> (&[u8], &[u8]) {
-        let split = self.0.header.header.split;
-        self.0.slice.split_at(split.min(self.0.slice.len()))
-    }
-
-    fn listed(&self) -> bool {
-        self.0.header.header.listed.load(Relaxed)
-    }
-
-    fn set_listed(&self, on: bool) {
-        self.0.header.header.listed.store(on, Relaxed);
-    }
-
-    /// On every event's table probe.
-    fn is(&self, k: &RunKey) -> bool {
-        self.parts() == (k.project_id.as_bytes(), k.run_id.as_bytes())
-    }
-
-    fn hash(&self) -> u64 {
-        hash_parts(self.parts())
-    }
-
-    fn to_key(&self) -> RunKey {
-        // Both parts are whole strings' bytes, so the conversion never replaces anything.
-        let (p, r) = self.parts();
-        RunKey {
-            project_id: String::from_utf8_lossy(p).into_owned(),
-            run_id: String::from_utf8_lossy(r).into_owned(),
-        }
-    }
-}
-
-impl std::fmt::Debug for PackedKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.to_key().fmt(f)
-    }
-}
-
-/// Ordered as `RunKey` is (project id, then run id; strings order bytewise): ties in the idle
-/// order break the same way.
-impl Ord for PackedKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.parts().cmp(&other.parts())
-    }
-}
-
-impl PartialOrd for PackedKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for PackedKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for PackedKey {}
-
-/// One open run. Its key's `listed` flag stands in for a set of changed runs: marking a run
-/// changed on every event is then a load, not a hash-set probe.
-struct Slot {
-    key: PackedKey,
-    state: Box<RunState>,
-}
-
-/// The run tables are probed with this, computed once per event (hashing two strings for each
-/// of several lookups was a measurable share of an event's cost).
-fn hash_key(k: &RunKey) -> u64 {
-    hash_parts((k.project_id.as_bytes(), k.run_id.as_bytes()))
-}
-
-/// Each part as a string hashes (its bytes, then 0xff), so a key hashes the same from its
-/// strings and from its packed bytes.
-fn hash_parts((p, r): (&[u8], &[u8])) -> u64 {
-    let mut h = FxBuildHasher.build_hasher();
-    for part in [p, r] {
-        h.write(part);
-        h.write_u8(0xff);
-    }
-    h.finish()
-}
-
-/// What happened to one input event; the sink stage uses it to build rows.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// A step that was new to its run.
-    Step(StepFingerprints),
-    /// A step whose (project_id, run_id, step_index) was already seen: ignored by detectors.
-    /// Its fingerprints are not computed (left empty): the seen-steps check comes first so a
-    /// redelivery storm costs no parsing or hashing.
-    Redelivery(StepFingerprints),
-    /// A lifecycle event (run_started / run_finished) that was applied.
-    Lifecycle,
-    /// An event for a run that already terminated (late, or redelivered after the end).
-    AfterEnd,
-}
-
-/// Partition-level state that is not per run. Persisted with the run snapshots.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PartitionMeta {
-    pub watermark_ms: Option<i64>,
-    /// Events applied to this partition's runs (the eviction clock: least recently active).
-    #[serde(default)]
-    pub seq: u64,
-    /// Runs (hashed) that reported a time beyond `max_future_skew_ms` of the watermark, with
-    /// that time; `watermark_jump_quorum` distinct runs move the watermark. Bounded by it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub jumps: Vec<(u64, i64)>,
-    /// Runs (hashed) that reported a time more than `max_future_skew_ms` behind the watermark,
-    /// with their latest such time; a quorum of them pulls the watermark back. Bounded by it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub behind: Vec<(u64, i64)>,
-    /// Recently ended runs, oldest first, so a redelivered or late event cannot reopen them and
-    /// publish a second `run_terminated`. Bounded by `EngineConfig::ended_runs_remembered`.
-    /// Persisted as one changelog marker per run, not inside the meta record.
-    #[serde(skip)]
-    pub ended: VecDeque<RunKey>,
-}
 
 pub struct PartitionEngine {
     cfg: Arc<EngineConfig>,
@@ -224,16 +80,6 @@ pub struct PartitionEngine {
     closed: Vec<rollup::Closed>,
     names: run::Names,
     caches: detectors::Caches,
-}
-
-/// One changelog change.
-#[derive(Debug)]
-pub enum Change<'a> {
-    Upsert(RunKey, &'a RunState),
-    /// The run ended: remember it (so late events cannot reopen it) until it is forgotten.
-    Ended(RunKey),
-    /// The run fell out of the remembered window: its changelog record can be deleted.
-    Forget(RunKey),
 }
 
 impl PartitionEngine {
@@ -491,79 +337,6 @@ impl PartitionEngine {
         }
     }
 
-    /// The watermark is the maximum event time of the partition, except that one run cannot
-    /// drag it far ahead: a jump beyond `max_future_skew_ms` counts only once
-    /// `watermark_jump_quorum` distinct runs made one (then to the earliest of their times).
-    fn advance_watermark(&mut self, key: &RunKey, ts: i64, out: &mut Vec<OutputEvent>) {
-        let skew = self.cfg.max_future_skew_ms;
-        // A run that caught up is no longer evidence against the watermark.
-        if !self.meta.behind.is_empty()
-            && self
-                .meta
-                .watermark_ms
-                .is_some_and(|w| w.saturating_sub(ts) <= skew)
-        {
-            let run = text::key64(
-                "watermark.behind",
-                &[key.project_id.as_bytes(), key.run_id.as_bytes()],
-            );
-            self.meta.behind.retain(|(r, _)| *r != run);
-        }
-        let wm = match self.meta.watermark_ms {
-            Some(w) if w >= ts => {
-                if skew > 0 && w.saturating_sub(ts) > skew {
-                    self.note_behind(key, ts);
-                }
-                return;
-            }
-            Some(w) if skew > 0 && ts.saturating_sub(w) > skew => {
-                let run = text::key64(
-                    "watermark.jump",
-                    &[key.project_id.as_bytes(), key.run_id.as_bytes()],
-                );
-                if !self.meta.jumps.iter().any(|(r, _)| *r == run) {
-                    self.meta.jumps.push((run, ts));
-                }
-                if self.meta.jumps.len() < self.cfg.watermark_jump_quorum.max(1) {
-                    return;
-                }
-                let to = self.meta.jumps.iter().map(|j| j.1).min().unwrap_or(ts);
-                self.meta.jumps.clear();
-                to
-            }
-            _ => ts,
-        };
-        // Pending jumps that the watermark has now come close to are ordinary again.
-        self.meta
-            .jumps
-            .retain(|(_, t)| skew > 0 && t.saturating_sub(wm) > skew);
-        self.meta.watermark_ms = Some(wm);
-        let timeout = self.cfg.idle_timeout_ms;
-        if timeout <= 0 {
-            return;
-        }
-        // Expire in (last_ts, key) order: deterministic for a given event sequence.
-        while let Some(Reverse((last_ts, _))) = self.idle.peek() {
-            if last_ts.saturating_add(timeout) >= wm {
-                break;
-            }
-            let Some(Reverse((last_ts, key))) = self.idle.pop() else {
-                break;
-            };
-            if let Some(Err(later)) = self.end_if_current(
-                key,
-                |s| s.last_ts,
-                last_ts,
-                |_| run::End::Idle {
-                    at_ms: last_ts.saturating_add(timeout),
-                },
-                out,
-            ) {
-                self.idle.push(Reverse(later));
-            }
-        }
-    }
-
     /// The run is ending: its last minute is closed, on the minute of its end.
     fn close_minute(&mut self, key: &RunKey, state: &mut RunState, end: &run::End<'_>) {
         if self.rollups {
@@ -571,28 +344,6 @@ impl PartitionEngine {
             let (minute, facts) = state.rollup_parts();
             rollup::end(key, minute, facts, end_ms, reason, &mut self.closed);
         }
-    }
-
-    /// A watermark an outlier set (a far-future *first* event of a partition, which no guard
-    /// can judge) would stop idle timeouts: once `watermark_jump_quorum` distinct runs report
-    /// times more than `max_future_skew_ms` behind it, it comes back to the earliest of theirs.
-    /// Moving back only delays timeouts, never causes one.
-    fn note_behind(&mut self, key: &RunKey, ts: i64) {
-        let run = text::key64(
-            "watermark.behind",
-            &[key.project_id.as_bytes(), key.run_id.as_bytes()],
-        );
-        match self.meta.behind.iter_mut().find(|(r, _)| *r == run) {
-            Some(e) => e.1 = e.1.max(ts),
-            None => self.meta.behind.push((run, ts)),
-        }
-        if self.meta.behind.len() < self.cfg.watermark_jump_quorum.max(1) {
-            return;
-        }
-        let back = self.meta.behind.iter().map(|b| b.1).min().unwrap_or(ts);
-        self.meta.behind.clear();
-        self.meta.jumps.clear();
-        self.meta.watermark_ms = Some(back);
     }
 
     /// `listed`: the run is in `dirty` already (its slot was dirty).
@@ -615,84 +366,6 @@ impl PartitionEngine {
                 }
             }
         }
-    }
-
-    /// Changes since the last call, for the changelog: at most one per run per flush, however
-    /// many events it saw, in a deterministic order.
-    pub fn take_changes(&mut self) -> Vec<Change<'_>> {
-        let mut keys: Vec<RunKey> = self.dirty.drain(..).map(|k| k.to_key()).collect();
-        keys.sort();
-        keys.dedup();
-        for k in &keys {
-            if let Some(s) = self.runs.find(hash_key(k), |s| s.key.is(k)) {
-                s.key.set_listed(false);
-            }
-        }
-        let (runs, ended) = (&self.runs, &self.ended_set);
-        let mut out: Vec<Change<'_>> = keys
-            .into_iter()
-            .filter_map(|k| {
-                let hash = hash_key(&k);
-                match runs.find(hash, |s| s.key.is(&k)) {
-                    Some(s) => Some(Change::Upsert(k, &s.state)),
-                    // Ended, unless it has since been forgotten (then `forgotten` says so).
-                    None if ended.find(hash, |e| *e == k).is_some() => Some(Change::Ended(k)),
-                    None => None,
-                }
-            })
-            .collect();
-        out.extend(self.forgotten.drain(..).map(Change::Forget));
-        out
-    }
-
-    pub fn meta(&self) -> &PartitionMeta {
-        &self.meta
-    }
-
-    /// Rebuild from a snapshot (changelog restore). `ended` is oldest first.
-    pub fn restore(
-        &mut self,
-        meta: PartitionMeta,
-        runs: impl IntoIterator<Item = (RunKey, RunState)>,
-        ended: impl IntoIterator<Item = RunKey>,
-    ) {
-        self.runs.clear();
-        self.idle.clear();
-        self.lru.clear();
-        self.dirty.clear();
-        self.forgotten.clear();
-        self.meta = meta;
-        self.meta.ended = ended.into_iter().collect();
-        self.ended_set.clear();
-        for k in &self.meta.ended {
-            let hash = hash_key(k);
-            if self.ended_set.find(hash, |e| e == k).is_none() {
-                self.ended_set.insert_unique(hash, k.clone(), hash_key);
-            }
-        }
-        for (k, mut s) in runs {
-            s.share_agent_name(&mut self.names);
-            let hash = hash_key(&k);
-            if self.ended_set.find(hash, |e| *e == k).is_some() {
-                continue;
-            }
-            // A key listed twice: the later state wins, as an insert into a map would.
-            if let Ok(e) = self.runs.find_entry(hash, |x| x.key.is(&k)) {
-                let old = e.remove().0;
-                drop(old);
-            }
-            let k = PackedKey::new(&k);
-            self.runs.insert_unique(
-                hash,
-                Slot {
-                    key: k,
-                    state: Box::new(s),
-                },
-                |x| x.key.hash(),
-            );
-        }
-        self.compact_lru();
-        self.compact_idle();
     }
 
     /// Rebuild the idle heap from the current entries only (one per open run).
@@ -755,160 +428,9 @@ fn resolve(
     c
 }
 
-fn build_signal(key: &RunKey, state: &mut RunState, step: &Step, f: detectors::Finding) -> Signal {
-    state.signals += 1;
-    if f.severity.is_caught() {
-        state.caught(step.step_index, f.first_step_index);
-    }
-    if let Some(reason) = f.stop_reason {
-        state.inferred_reason.get_or_insert(reason);
-    }
-    let step_str = step.step_index.to_string();
-    Signal {
-        event_id: event_id(&[
-            &key.project_id,
-            &key.run_id,
-            "signal",
-            f.detector,
-            &f.fingerprint,
-            f.severity.as_str(),
-            &step_str,
-        ]),
-        project_id: key.project_id.clone(),
-        run_id: key.run_id.clone(),
-        agent_name: state.agent_name().map(str::to_owned),
-        step_index: step.step_index,
-        ts: format_ts(step.ts_ms),
-        detector: f.detector.to_string(),
-        severity: f.severity,
-        pattern: f.pattern,
-        fingerprint: f.fingerprint,
-        hits: f.hits,
-        step_indices: f.step_indices,
-        first_step_index: f.first_step_index,
-        evidence: f.evidence,
-    }
-}
-
-fn terminated(key: &RunKey, state: &RunState, end: run::End<'_>) -> RunTerminated {
-    let (status, reason, reported, end_ms) = state.verdict(&end);
-    RunTerminated {
-        event_id: event_id(&[&key.project_id, &key.run_id, "run_terminated"]),
-        project_id: key.project_id.clone(),
-        run_id: key.run_id.clone(),
-        agent_name: state.agent_name().map(str::to_owned),
-        ts: format_ts(end_ms),
-        started_at: format_ts(state.started_ms()),
-        status: status.to_string(),
-        termination_reason: reason.as_str().to_string(),
-        termination_reason_reported: reported,
-        loop_detected: state.loop_detected,
-        loop_step_index: state.loop_step_index(),
-        loop_caught_step_index: state.loop_caught_step_index(),
-        reported_loop_detected: match end {
-            run::End::Finished(e) => e.reported_loop_detected,
-            run::End::Idle { .. } | run::End::Evicted { .. } => None,
-        },
-        signals: state.signals,
-        redeliveries: state.redeliveries,
-        totals: state.totals(end_ms),
-    }
-}
-
-/// Partition a run id exactly as Kafka's default (Java) partitioner does for a keyed record:
-/// murmur2 of the key bytes, positive, modulo the partition count. Producers of the input topic
-/// are expected to use it (librdkafka: `partitioner=murmur2_random`).
-pub fn partition_for(run_id: &str, partitions: u32) -> u32 {
-    if partitions <= 1 {
-        return 0;
-    }
-    (murmur2(run_id.as_bytes()) & 0x7fff_ffff) % partitions
-}
-
-fn murmur2(data: &[u8]) -> u32 {
-    const SEED: u32 = 0x9747_b28c;
-    const M: u32 = 0x5bd1_e995;
-    const R: u32 = 24;
-    let len = data.len();
-    let mut h: u32 = SEED ^ (len as u32);
-    let mut chunks = data.chunks_exact(4);
-    for c in &mut chunks {
-        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        k = k.wrapping_mul(M);
-        k ^= k >> R;
-        k = k.wrapping_mul(M);
-        h = h.wrapping_mul(M);
-        h ^= k;
-    }
-    let rem = chunks.remainder();
-    if rem.len() >= 3 {
-        h ^= u32::from(rem[2]) << 16;
-    }
-    if rem.len() >= 2 {
-        h ^= u32::from(rem[1]) << 8;
-    }
-    if !rem.is_empty() {
-        h ^= u32::from(rem[0]);
-        h = h.wrapping_mul(M);
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(M);
-    h ^= h >> 15;
-    h
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A packed key is its two strings: equal, ordered and hashed as the `RunKey` it came from,
-    /// wherever the project id ends.
-    #[test]
-    fn packed_keys_behave_as_their_run_keys() {
-        let key = |p: &str, r: &str| RunKey {
-            project_id: p.into(),
-            run_id: r.into(),
-        };
-        let keys = [
-            key("ab", "c"),
-            key("a", "bc"),
-            key("", "abc"),
-            key("abc", ""),
-            key("proj-1", "run-78b34b2853aad6a1"),
-            key("projé", "rün-✓"),
-            key("a", "b"),
-        ];
-        for a in &keys {
-            let pa = PackedKey::new(a);
-            assert_eq!(pa.to_key(), *a);
-            assert_eq!(pa.hash(), hash_key(a));
-            assert!(!pa.listed());
-            for b in &keys {
-                let pb = PackedKey::new(b);
-                assert_eq!(pa.is(b), a == b, "{a:?} {b:?}");
-                assert_eq!(pa == pb, a == b, "{a:?} {b:?}");
-                assert_eq!(pa.cmp(&pb), a.cmp(b), "{a:?} {b:?}");
-            }
-        }
-        // The flag is the key's, shared by its clones.
-        let k = PackedKey::new(&keys[0]);
-        k.clone().set_listed(true);
-        assert!(k.listed());
-    }
-
-    #[test]
-    fn murmur2_matches_kafka_java_partitioner() {
-        // Reference values from Kafka's own Utils.murmur2 test vectors.
-        assert_eq!(murmur2(b"21") as i32, -973932308);
-        assert_eq!(murmur2(b"foobar") as i32, -790332482);
-        assert_eq!(murmur2(b"a-little-bit-long-string") as i32, -985981536);
-        assert_eq!(murmur2(b"a-little-bit-longer-string") as i32, -1486304829);
-        assert_eq!(
-            murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") as i32,
-            -58897971
-        );
-        assert_eq!(murmur2(b"abc") as i32, 479470107);
-    }
 
     /// Replay's engine lists no changes, whatever it sees (runs opening, ending, being
     /// forgotten), and finds exactly what the worker's engine finds.

@@ -54,17 +54,23 @@ struct DetectorsRecord {
 impl From<DetectorsRecord> for RunDetectors {
     fn from(r: DetectorsRecord) -> Self {
         let mut history = history::History::default();
+        let repeat = r.repeat.restore(&mut history);
+        let stall = r.stall.restore(&mut history);
+        let cycle = r.cycle.restore(&mut history);
+        let neardup = r.neardup.restore(&mut history);
+        let context = Lazy::new(r.context.restore(&mut history));
+        history.restored();
         Self {
             keelwave: r.keelwave,
             progress: r.progress,
-            repeat: r.repeat.restore(&mut history),
-            stall: r.stall.restore(&mut history),
+            repeat,
+            stall,
             failure: r.failure,
-            cycle: r.cycle.restore(&mut history),
+            cycle,
             handoff: r.handoff,
-            neardup: r.neardup.restore(&mut history),
+            neardup,
             content: r.content,
-            context: Lazy::new(r.context.restore(&mut history)),
+            context,
             budget: r.budget,
             policy: r.policy,
             history,

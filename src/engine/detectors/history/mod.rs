@@ -92,7 +92,13 @@ impl History {
         }
         c.bits = bit;
         self.counts[slot(bit)] += 1;
+        self.calls.reserve_amortized();
         self.calls.push_back(c);
+    }
+
+    /// Every window restored: no room kept beyond the calls (as live growth keeps none).
+    pub fn restored(&mut self) {
+        self.calls.shrink_to_fit();
     }
 
     /// Put the current (last) call in `bit`'s window, keeping at most `cap` calls there.

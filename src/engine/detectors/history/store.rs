@@ -107,6 +107,24 @@ impl Store {
         }
     }
 
+    /// Room for one more call, by doubling: a restore pushes whole windows at once, then
+    /// [`Self::shrink_to_fit`]s, instead of growing one call at a time (a reallocation each).
+    pub(super) fn reserve_amortized(&mut self) {
+        match self {
+            Store::Lean(p) => p.q.reserve(1),
+            Store::Wide(p) => p.q.reserve(1),
+            Store::Whole(q) => q.reserve(1),
+        }
+    }
+
+    pub(super) fn shrink_to_fit(&mut self) {
+        match self {
+            Store::Lean(p) => p.q.shrink_to_fit(),
+            Store::Wide(p) => p.q.shrink_to_fit(),
+            Store::Whole(q) => q.shrink_to_fit(),
+        }
+    }
+
     pub(super) fn push_back(&mut self, c: Call) {
         if self.len() == 0 {
             // A fresh base: the next calls are usually a few steps later.

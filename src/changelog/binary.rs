@@ -5,9 +5,11 @@
 //! no JSON text, so one look tells a binary record from the JSON of versions 1 to 4.
 //!
 //! MessagePack is JSON's data model in binary: integers and byte slots in one to nine bytes
-//! instead of up to twenty digits, no number parsing on reading, and structs still as maps of
-//! named fields. Being self-describing, it is read by the same serde impls as the JSON
-//! versions, so a field added with a default reads older records as JSON records do.
+//! instead of up to twenty digits, and no number parsing on reading. Structs are written as
+//! arrays of their fields in declaration order (no field names), read back by the same serde
+//! impls that read the JSON versions. So the order of a persisted type's fields is part of
+//! this format: a new field goes last, with a default (older records then read without it),
+//! and fields only JSON records carry are declared after every binary one.
 use super::{RecordError, RunRecord};
 use crate::engine::RunState;
 
@@ -23,7 +25,7 @@ pub fn encode_run(offset: i64, state: Option<&RunState>) -> Vec<u8> {
     let mut out = vec![MAGIC, VERSION as u8];
     // Writing into a vector fails only for values MessagePack cannot represent (none of the
     // run state's: the round-trip tests cover every persisted type).
-    rmp_serde::encode::write_named(&mut out, &(offset, state)).expect("run state encodes");
+    rmp_serde::encode::write(&mut out, &(offset, state)).expect("run state encodes");
     out
 }
 

@@ -25,41 +25,28 @@ pub struct Minute {
     /// Start of the minute, epoch milliseconds (UTC).
     pub bucket_ms: i64,
     /// The run's first event fell in this minute.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default)]
     pub started: bool,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub steps: u32,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub tool_calls: u32,
     /// Steps reporting `tool_success: false`.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub errors: u32,
-    #[serde(default, skip_serializing_if = "is_zero64")]
+    #[serde(default)]
     pub tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero_f")]
+    #[serde(default)]
     pub cost_usd: f64,
     /// Steps taken once the run's loop was caught (the caught step included), and their cost:
     /// what a loop burns while nobody stops it.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub loop_steps: u32,
-    #[serde(default, skip_serializing_if = "is_zero_f")]
+    #[serde(default)]
     pub loop_cost_usd: f64,
     /// The loop was caught in this minute, this many steps after it began.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub caught_after_steps: Option<u64>,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-fn is_zero64(n: &u64) -> bool {
-    *n == 0
-}
-fn is_zero_f(n: &f64) -> bool {
-    *n == 0.0
 }
 
 impl Minute {

@@ -148,7 +148,7 @@ impl Serialize for RunState {
         st.serialize_field("loop_step_index", &self.loop_step_index())?;
         st.serialize_field("loop_caught_step_index", &self.loop_caught_step_index())?;
         st.serialize_field("inferred_reason", &self.inferred_reason)?;
-        st.serialize_field("detectors", &detectors::Ser(&self.detectors, self.counts()))?;
+        st.serialize_field("detectors", &detectors::Ser(&self.detectors))?;
         st.serialize_field("last_seq", &self.last_seq)?;
         match &self.minute {
             Some(m) => st.serialize_field("minute", m)?,

@@ -87,26 +87,27 @@ pub fn restore_with(
             })
             .collect();
         let mut batch: Vec<Raw> = Vec::with_capacity(BATCH);
-        let read = compacted::read_to_end::<SourceError>(props, topic, partition, RESTORE_RETRY, |msg| {
-            let key = msg.key().unwrap_or_default();
-            if key == changelog::META_KEY {
-                if let Some(p) = msg.payload() {
-                    let (applied, meta) = changelog::decode_meta(p)
-                        .map_err(|e| unreadable(partition, msg.offset(), e))?;
-                    out.applied_offset = Some(applied);
-                    out.meta = meta;
+        let read =
+            compacted::read_to_end::<SourceError>(props, topic, partition, RESTORE_RETRY, |msg| {
+                let key = msg.key().unwrap_or_default();
+                if key == changelog::META_KEY {
+                    if let Some(p) = msg.payload() {
+                        let (applied, meta) = changelog::decode_meta(p)
+                            .map_err(|e| unreadable(partition, msg.offset(), e))?;
+                        out.applied_offset = Some(applied);
+                        out.meta = meta;
+                    }
+                    return Ok(());
                 }
-                return Ok(());
-            }
-            let run = changelog::parse_run_key(key)
-                .map_err(|e| unreadable(partition, msg.offset(), e))?;
-            batch.push((msg.offset(), run, msg.payload().map(<[u8]>::to_vec)));
-            if batch.len() == BATCH {
-                // Fails only when every decoder is gone, which `join` below reports.
-                let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
-            }
-            Ok(())
-        });
+                let run = changelog::parse_run_key(key)
+                    .map_err(|e| unreadable(partition, msg.offset(), e))?;
+                batch.push((msg.offset(), run, msg.payload().map(<[u8]>::to_vec)));
+                if batch.len() == BATCH {
+                    // Fails only when every decoder is gone, which `join` below reports.
+                    let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                }
+                Ok(())
+            });
         let _ = tx.send(batch);
         drop(tx);
         let decoded: Vec<Vec<Decoded>> = workers
@@ -196,9 +197,9 @@ fn decode_batches(rx: &Mutex<mpsc::Receiver<Vec<Raw>>>) -> Vec<Decoded> {
             return out;
         };
         out.extend(
-            batch
-                .into_iter()
-                .map(|(offset, run, value)| (offset, run, value.map(|v| changelog::decode_run(&v)))),
+            batch.into_iter().map(|(offset, run, value)| {
+                (offset, run, value.map(|v| changelog::decode_run(&v)))
+            }),
         );
     }
 }

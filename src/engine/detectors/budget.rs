@@ -26,38 +26,13 @@ pub struct Counts {
     pub cost_usd: f64,
 }
 
-/// Only which budgets fired: the counts are the run's, which counts the same things.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// Only which budgets fired: the counts are the run's, which counts the same things. (JSON
+/// records, versions 1 to 4, also carry the counts; reading ignores them.)
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BudgetState {
     /// Bit per budget already reported.
     #[serde(default)]
     fired: u8,
-}
-
-/// The state as records hold it: the counts, then `fired` (records also carry the counts, as
-/// they did when this state kept its own).
-pub struct Ser<'a>(pub &'a BudgetState, pub Counts);
-
-impl Serialize for Ser<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Record {
-            steps: u64,
-            tool_calls: u64,
-            tokens: u64,
-            cost_usd: f64,
-            fired: u8,
-        }
-        let c = self.1;
-        Record {
-            steps: c.steps,
-            tool_calls: c.tool_calls,
-            tokens: c.tokens,
-            cost_usd: c.cost_usd,
-            fired: self.0.fired,
-        }
-        .serialize(s)
-    }
 }
 
 impl BudgetState {

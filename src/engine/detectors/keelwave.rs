@@ -139,9 +139,10 @@ struct KeelwaveRecord {
     #[serde(default)]
     first: VecMap<u64, u64>,
     #[serde(default)]
-    first_seen: BTreeMap<String, u64>,
-    #[serde(default)]
     fired: bool,
+    /// Last: binary records (fields by position) hold only the two above.
+    #[serde(default)]
+    first_seen: BTreeMap<String, u64>,
 }
 
 impl From<KeelwaveRecord> for KeelwaveState {

@@ -78,13 +78,13 @@ impl From<DetectorsRecord> for RunDetectors {
     }
 }
 
-/// The detectors as records hold them; budgets write the run's counts (`RunState`'s).
-pub struct Ser<'a>(pub &'a RunDetectors, pub budget::Counts);
+/// The detectors as records hold them (each detector's window written from the history).
+pub struct Ser<'a>(pub &'a RunDetectors);
 
 impl Serialize for Ser<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let Ser(d, counts) = self;
+        let Ser(d) = self;
         let h = &d.history;
         let mut st = s.serialize_struct("RunDetectors", 12)?;
         st.serialize_field("keelwave", &d.keelwave)?;
@@ -99,7 +99,7 @@ impl Serialize for Ser<'_> {
         let no_context = context::ContextState::default();
         let context = d.context.get().unwrap_or(&no_context);
         st.serialize_field("context", &context::Ser(context, h))?;
-        st.serialize_field("budget", &budget::Ser(&d.budget, *counts))?;
+        st.serialize_field("budget", &d.budget)?;
         st.serialize_field("policy", &d.policy)?;
         st.end()
     }

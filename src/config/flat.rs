@@ -61,7 +61,7 @@ pub(super) struct Flat {
     dlq_max_payload_bytes: usize,
     topic_max_message_bytes: Option<u32>,
     engine: EngineConfig,
-    fleet: crate::fleet::FleetConfig,
+    fleet: super::FleetConfig,
 }
 
 impl Default for Flat {

@@ -11,6 +11,7 @@
 //! ([`Config`]), and each layer is handed only the sections it uses.
 mod clickhouse;
 mod flat;
+mod fleet;
 mod ingest;
 mod kafka;
 mod worker;
@@ -21,10 +22,10 @@ pub use kafka::{Delivery, KafkaConfig, TopicsConfig};
 pub use worker::WorkerConfig;
 
 use crate::engine::EngineConfig;
-use crate::fleet::FleetConfig;
 use crate::verdict::VerdictConfig;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+pub use fleet::FleetConfig;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

@@ -1,9 +1,26 @@
 //! The `fleet_alert` event and its deterministic id.
-use super::eval::Window;
 use crate::contract::output::event_id;
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
+
+/// The window being judged: `[start, start + window_seconds)` in event time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub start: u32,
+    pub seconds: u32,
+}
+
+impl Window {
+    pub fn end(self) -> u32 {
+        self.start.saturating_add(self.seconds)
+    }
+    /// Where the rows `evaluate` needs begin: the first baseline window.
+    pub fn baseline_start(self, baseline_windows: u32) -> u32 {
+        self.start
+            .saturating_sub(self.seconds.saturating_mul(baseline_windows))
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,7 +1,7 @@
 //! The decision, pure: rollup minutes of the baseline and current windows in, alerts out. No
 //! I/O and no clock, so one window's rows always give the same alerts, byte for byte.
-use super::alert::{FleetAlert, Metric, Stat};
-use super::config::FleetConfig;
+use super::alert::{FleetAlert, Metric, Stat, Window};
+use crate::config::FleetConfig;
 use std::collections::BTreeMap;
 
 /// One run's contribution to one minute, as `rollup_minute FINAL` holds it.
@@ -14,24 +14,6 @@ pub struct MinuteRow {
     pub runs_ended: u8,
     pub loop_runs: u8,
     pub loop_cost_usd: f64,
-}
-
-/// The window being judged: `[start, start + window_seconds)` in event time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    pub start: u32,
-    pub seconds: u32,
-}
-
-impl Window {
-    pub fn end(self) -> u32 {
-        self.start.saturating_add(self.seconds)
-    }
-    /// Where the rows `evaluate` needs begin: the first baseline window.
-    pub fn baseline_start(self, baseline_windows: u32) -> u32 {
-        self.start
-            .saturating_sub(self.seconds.saturating_mul(baseline_windows))
-    }
 }
 
 /// A run inside one window.

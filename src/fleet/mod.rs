@@ -9,18 +9,17 @@
 //! window's alerts together with the progress past it in one Kafka transaction. Same rows, same
 //! alerts, same bytes; a restart resumes after the last committed window (docs/fleet-alerts.md).
 pub mod alert;
-pub mod config;
 pub mod eval;
 mod kafka;
 mod store;
 
+pub use crate::config::FleetConfig;
 pub use alert::{FleetAlert, Metric, Stat};
-pub use config::FleetConfig;
 pub use kafka::Progress;
 
 use crate::admin::Health;
 use crate::config::{ClickHouseConfig, KafkaConfig};
-use eval::Window;
+use alert::Window;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,9 +2,10 @@
 //! make a tool repeatable, each detector's own settings, and the per project / agent overrides
 //! resolved into one configuration per run. Apart from the state and the step logic, which
 //! read it but never change it.
+use super::class::ToolClass;
 use super::levels::Levels;
 use super::{budget, content, context, cycle, failure, handoff, history, keelwave, neardup};
-use super::{policy, repeat, stall, ToolClass};
+use super::{policy, repeat, stall};
 use crate::contract::Step;
 use crate::engine::fingerprint::{Canonical, FingerprintConfig, KeySets};
 use serde::{Deserialize, Serialize};

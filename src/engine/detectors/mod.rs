@@ -11,6 +11,7 @@
 //! recent calls) and `run_detectors` (all of a run's detector state and the step through it).
 //! Their items are re-exported here, so paths stay `detectors::X`.
 pub mod budget;
+mod class;
 mod compact;
 mod config;
 pub mod content;
@@ -31,12 +32,13 @@ pub mod view;
 
 use crate::contract::input::TerminationReason;
 use crate::contract::Severity;
+pub use class::ToolClass;
 pub use compact::{grow_exact, grow_exact_thin, push_bounded, Lazy, VecMap};
 pub use config::{ClassWords, DetectorConfig, Override, Resolved, ToolPolicy};
 pub use levels::{Latch, Levels};
 pub use progress::Progress;
 pub use run_detectors::{Caches, RunDetectors, Ser};
-pub use view::{FailClass, OutKind, StepView, ToolClass};
+pub use view::{FailClass, OutKind, StepView};
 
 /// What a detector found at one step.
 #[derive(Debug, Clone, PartialEq)]

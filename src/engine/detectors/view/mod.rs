@@ -14,10 +14,10 @@ mod lexicon;
 mod output;
 mod tool_class;
 
+pub use super::class::ToolClass;
 pub use failure::{FailClass, Failure};
 pub use in_progress::reports_in_progress;
 pub use output::OutKind;
-pub use tool_class::ToolClass;
 
 use super::{DetectorConfig, ToolPolicy};
 use crate::contract::Step;

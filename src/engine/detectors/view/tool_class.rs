@@ -1,39 +1,11 @@
 //! Which tools repeat by design: a poll, a debugger step or a scroll is expected to be called
 //! again and again, and the repetition detectors give it room. Read from the tool's name and
 //! from its action or command argument, against the configured class words.
+use crate::engine::detectors::class::ToolClass;
 use crate::engine::detectors::DetectorConfig;
 use crate::engine::json::Json;
 use crate::engine::memo::Memo;
 use crate::engine::text::key64;
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolClass {
-    Normal,
-    /// Status checks, waits, log tails: identical results are expected for a while.
-    Poll,
-    /// Debugger stepping.
-    Step,
-    /// Scrolling a page or a list.
-    Scroll,
-    /// Never counted by any repetition detector.
-    Exempt,
-}
-
-impl ToolClass {
-    pub fn is_repeatable(self) -> bool {
-        matches!(self, ToolClass::Poll | ToolClass::Step | ToolClass::Scroll)
-    }
-
-    /// Whether the *same answer* to the same call is expected for a while. Only waiting does
-    /// that: a debugger step or a scroll that returns exactly what it returned before moved
-    /// nothing (stuck on a line, at the end of the page, or an environment `step` that hits a
-    /// wall), so those get the normal thresholds once their output stops changing.
-    pub fn tolerates_same_output(self) -> bool {
-        matches!(self, ToolClass::Poll)
-    }
-}
 
 /// Calls `f` with each word of a tool name (`getJobStatus` → get, Job, Status), as a slice of
 /// it: the class lists are compared ASCII-lowercased anyway ([`class_flags`]).

@@ -117,12 +117,25 @@ pub fn restore_with(
         (read, decoded)
     });
     out.records = read?;
-    // The latest record of each run by offset (tombstones included) decides, and the latest
-    // offset any of its records covered is its `run_offsets`. Batches were decoded in any
-    // order, so both are the maxima, not the last seen.
+    let merged =
+        merge(decoded.into_iter().flatten()).map_err(|(at, e)| unreadable(partition, at, e))?;
+    (out.runs, out.ended, out.run_offsets) = merged;
+    out.elapsed = started.elapsed();
+    Ok(out)
+}
+
+/// Runs, ended runs and per-run covered offsets from a partition's run records, decoded in any
+/// order. The latest record of each run by offset (tombstones included) decides, and the
+/// latest offset any of its records covered is its `run_offsets` entry: both are maxima, so
+/// how the batches were shared out does not matter. The first unreadable record (by offset)
+/// fails it.
+#[allow(clippy::type_complexity)]
+fn merge(
+    decoded: impl Iterator<Item = Decoded>,
+) -> Result<(Vec<(RunKey, RunState)>, Vec<RunKey>, HashMap<RunKey, i64>), (i64, RecordError)> {
     let mut latest: FxHashMap<RunKey, Latest> = FxHashMap::default();
     let mut first_bad: Option<(i64, RecordError)> = None;
-    for (offset, run, rec) in decoded.into_iter().flatten() {
+    for (offset, run, rec) in decoded {
         let rec = match rec {
             None => None,
             Some(Ok(r)) => Some(r),
@@ -154,26 +167,28 @@ pub fn restore_with(
             }
         }
     }
-    if let Some((offset, e)) = first_bad {
-        return Err(unreadable(partition, offset, e));
+    if let Some(bad) = first_bad {
+        return Err(bad);
     }
-    let mut ended: Vec<(i64, RunKey)> = Vec::new();
+    let (mut runs, mut ended, mut run_offsets) = (Vec::new(), Vec::new(), HashMap::new());
     for (k, l) in latest {
         if let Some((_, c)) = l.covered {
-            out.run_offsets.insert(k.clone(), c);
+            run_offsets.insert(k.clone(), c);
         }
         match l.rec {
             // A tombstone: the ended run was forgotten.
             None => {}
-            Some(RunRecord { state: Some(s), .. }) => out.runs.push((k, s)),
+            Some(RunRecord { state: Some(s), .. }) => runs.push((k, s)),
             Some(RunRecord { state: None, .. }) => ended.push((l.offset, k)),
         }
     }
     ended.sort();
-    out.ended = ended.into_iter().map(|(_, k)| k).collect();
-    sort_by_key_cheaply(&mut out.runs);
-    out.elapsed = started.elapsed();
-    Ok(out)
+    sort_by_key_cheaply(&mut runs);
+    Ok((
+        runs,
+        ended.into_iter().map(|(_, k)| k).collect(),
+        run_offsets,
+    ))
 }
 
 fn unreadable(partition: i32, offset: i64, e: RecordError) -> SourceError {
@@ -211,4 +226,107 @@ fn sort_by_key_cheaply(runs: &mut Vec<(RunKey, RunState)>) {
     order.sort_unstable_by(|a, b| runs[*a].0.cmp(&runs[*b].0));
     let mut slots: Vec<Option<(RunKey, RunState)>> = runs.drain(..).map(Some).collect();
     runs.extend(order.into_iter().filter_map(|i| slots[i].take()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(r: &str) -> RunKey {
+        RunKey {
+            project_id: "p".into(),
+            run_id: r.into(),
+        }
+    }
+
+    fn open(steps: u64, covered: i64) -> Option<Result<RunRecord, RecordError>> {
+        let mut s = RunState::new(0);
+        s.steps = steps;
+        Some(Ok(RunRecord {
+            offset: Some(covered),
+            state: Some(s),
+        }))
+    }
+
+    fn ended(covered: i64) -> Option<Result<RunRecord, RecordError>> {
+        Some(Ok(RunRecord {
+            offset: Some(covered),
+            state: None,
+        }))
+    }
+
+    /// A partition's records, as the read finds them.
+    fn records() -> Vec<Decoded> {
+        vec![
+            (0, key("a"), open(1, 10)),
+            (1, key("b"), open(1, 11)),
+            (2, key("a"), open(2, 20)),
+            (3, key("c"), open(1, 12)),
+            (4, key("b"), ended(21)),
+            (5, key("c"), ended(22)),
+            (6, key("d"), open(1, 13)),
+            (7, key("c"), None),
+            (8, key("e"), ended(23)),
+            (9, key("d"), open(3, 30)),
+        ]
+    }
+
+    fn summary(
+        m: (Vec<(RunKey, RunState)>, Vec<RunKey>, HashMap<RunKey, i64>),
+    ) -> (Vec<(String, u64)>, Vec<String>, Vec<(String, i64)>) {
+        let (runs, ended, offsets) = m;
+        let mut offsets: Vec<_> = offsets.into_iter().map(|(k, o)| (k.run_id, o)).collect();
+        offsets.sort();
+        (
+            runs.into_iter().map(|(k, s)| (k.run_id, s.steps)).collect(),
+            ended.into_iter().map(|k| k.run_id).collect(),
+            offsets,
+        )
+    }
+
+    /// The latest record of each run decides, whatever order the decoders returned them in.
+    #[test]
+    fn the_latest_record_wins_in_any_order() {
+        let want = (
+            vec![("a".to_string(), 2), ("d".to_string(), 3)],
+            vec!["b".to_string(), "e".to_string()],
+            vec![
+                ("a".to_string(), 20),
+                ("b".to_string(), 21),
+                ("c".to_string(), 22),
+                ("d".to_string(), 30),
+                ("e".to_string(), 23),
+            ],
+        );
+        let in_order = summary(merge(records().into_iter()).ok().expect("merges"));
+        assert_eq!(in_order, want);
+        // Reversed, and interleaved as two decoders' outputs.
+        let mut reversed = records();
+        reversed.reverse();
+        assert_eq!(
+            summary(merge(reversed.into_iter()).ok().expect("merges")),
+            want
+        );
+        let (even, odd): (Vec<_>, Vec<_>) = records().into_iter().partition(|d| d.0 % 2 == 0);
+        let shuffled = odd.into_iter().chain(even);
+        assert_eq!(summary(merge(shuffled).ok().expect("merges")), want);
+    }
+
+    /// The first unreadable record by offset is reported, whichever decoder met it first.
+    #[test]
+    fn the_first_unreadable_record_is_reported() {
+        let mut recs = records();
+        recs.push((12, key("f"), Some(Err(RecordError::Binary("late".into())))));
+        recs.insert(
+            0,
+            (11, key("g"), Some(Err(RecordError::Binary("early".into())))),
+        );
+        match merge(recs.into_iter()) {
+            Err((at, e)) => assert_eq!(
+                (at, e.to_string()),
+                (11, "malformed binary record: early".to_string())
+            ),
+            Ok(_) => panic!("an unreadable record must fail the restore"),
+        }
+    }
 }

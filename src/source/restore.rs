@@ -119,7 +119,9 @@ pub fn restore_with(
     out.records = read?;
     let merged =
         merge(decoded.into_iter().flatten()).map_err(|(at, e)| unreadable(partition, at, e))?;
-    (out.runs, out.ended, out.run_offsets) = merged;
+    out.runs = merged.runs;
+    out.ended = merged.ended;
+    out.run_offsets = merged.run_offsets;
     out.elapsed = started.elapsed();
     Ok(out)
 }
@@ -129,10 +131,7 @@ pub fn restore_with(
 /// latest offset any of its records covered is its `run_offsets` entry: both are maxima, so
 /// how the batches were shared out does not matter. The first unreadable record (by offset)
 /// fails it.
-#[allow(clippy::type_complexity)]
-fn merge(
-    decoded: impl Iterator<Item = Decoded>,
-) -> Result<(Vec<(RunKey, RunState)>, Vec<RunKey>, HashMap<RunKey, i64>), (i64, RecordError)> {
+fn merge(decoded: impl Iterator<Item = Decoded>) -> Result<Merged, (i64, RecordError)> {
     let mut latest: FxHashMap<RunKey, Latest> = FxHashMap::default();
     let mut first_bad: Option<(i64, RecordError)> = None;
     for (offset, run, rec) in decoded {
@@ -184,11 +183,18 @@ fn merge(
     }
     ended.sort();
     sort_by_key_cheaply(&mut runs);
-    Ok((
+    Ok(Merged {
         runs,
-        ended.into_iter().map(|(_, k)| k).collect(),
+        ended: ended.into_iter().map(|(_, k)| k).collect(),
         run_offsets,
-    ))
+    })
+}
+
+/// What [`merge`] makes of a partition's run records (see [`Restored`]).
+struct Merged {
+    runs: Vec<(RunKey, RunState)>,
+    ended: Vec<RunKey>,
+    run_offsets: HashMap<RunKey, i64>,
 }
 
 fn unreadable(partition: i32, offset: i64, e: RecordError) -> SourceError {
@@ -271,45 +277,56 @@ mod tests {
         ]
     }
 
-    fn summary(
-        m: (Vec<(RunKey, RunState)>, Vec<RunKey>, HashMap<RunKey, i64>),
-    ) -> (Vec<(String, u64)>, Vec<String>, Vec<(String, i64)>) {
-        let (runs, ended, offsets) = m;
-        let mut offsets: Vec<_> = offsets.into_iter().map(|(k, o)| (k.run_id, o)).collect();
+    /// Open runs with their steps, ended runs, and covered offsets, by run id.
+    #[derive(Debug, PartialEq)]
+    struct Summary {
+        runs: Vec<(String, u64)>,
+        ended: Vec<String>,
+        offsets: Vec<(String, i64)>,
+    }
+
+    fn summary(m: Result<Merged, (i64, RecordError)>) -> Summary {
+        let Ok(m) = m else {
+            panic!("every record is readable");
+        };
+        let mut offsets: Vec<_> = m
+            .run_offsets
+            .into_iter()
+            .map(|(k, o)| (k.run_id, o))
+            .collect();
         offsets.sort();
-        (
-            runs.into_iter().map(|(k, s)| (k.run_id, s.steps)).collect(),
-            ended.into_iter().map(|k| k.run_id).collect(),
+        Summary {
+            runs: m
+                .runs
+                .into_iter()
+                .map(|(k, s)| (k.run_id, s.steps))
+                .collect(),
+            ended: m.ended.into_iter().map(|k| k.run_id).collect(),
             offsets,
-        )
+        }
     }
 
     /// The latest record of each run decides, whatever order the decoders returned them in.
     #[test]
     fn the_latest_record_wins_in_any_order() {
-        let want = (
-            vec![("a".to_string(), 2), ("d".to_string(), 3)],
-            vec!["b".to_string(), "e".to_string()],
-            vec![
+        let want = Summary {
+            runs: vec![("a".to_string(), 2), ("d".to_string(), 3)],
+            ended: vec!["b".to_string(), "e".to_string()],
+            offsets: vec![
                 ("a".to_string(), 20),
                 ("b".to_string(), 21),
                 ("c".to_string(), 22),
                 ("d".to_string(), 30),
                 ("e".to_string(), 23),
             ],
-        );
-        let in_order = summary(merge(records().into_iter()).ok().expect("merges"));
-        assert_eq!(in_order, want);
+        };
+        assert_eq!(summary(merge(records().into_iter())), want);
         // Reversed, and interleaved as two decoders' outputs.
         let mut reversed = records();
         reversed.reverse();
-        assert_eq!(
-            summary(merge(reversed.into_iter()).ok().expect("merges")),
-            want
-        );
+        assert_eq!(summary(merge(reversed.into_iter())), want);
         let (even, odd): (Vec<_>, Vec<_>) = records().into_iter().partition(|d| d.0 % 2 == 0);
-        let shuffled = odd.into_iter().chain(even);
-        assert_eq!(summary(merge(shuffled).ok().expect("merges")), want);
+        assert_eq!(summary(merge(odd.into_iter().chain(even))), want);
     }
 
     /// The first unreadable record by offset is reported, whichever decoder met it first.

@@ -62,6 +62,7 @@ start_worker() { # NAME PORT
     born[$1]=$gen
 }
 cleanup() {
+    kill "${watchdog:-}" 2>/dev/null || true
     for w in "${!pid[@]}"; do kill -9 "${pid[$w]}" 2>/dev/null || true; done
     wait 2>/dev/null || true
     if [[ ${EDDY_FAILOVER_KEEP:-} != 1 ]]; then
@@ -77,6 +78,21 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# A million open runs write ~5 GB to Kafka (input ~2.6 GB, changelog ~2.4 GB) plus ClickHouse's
+# rows: stop (and delete everything) before the disk holding the working directory runs low.
+min_free_gb=${EDDY_FAILOVER_MIN_FREE_GB:-3}
+(
+    while sleep 5; do
+        free_kb=$(df -Pk "${EDDY_STACK_DIR:-/tmp/eddy-stack}" | awk 'NR == 2 {print $4}')
+        if ((free_kb < min_free_gb * 1024 * 1024)); then
+            echo "less than $min_free_gb GB free on disk: stopping" >&2
+            kill -TERM $$
+            exit
+        fi
+    done
+) &
+watchdog=$!
 
 # logq LOG what [ARGS]: facts from a worker's JSON log (stdlib Python only).
 logq() {
@@ -106,7 +122,7 @@ for l in lines:
         restored += 1
 if what == "owned":          # partitions owned now
     print(" ".join(map(str, sorted(owned))))
-elif what == "since":        # per partition assigned after T0: assigned_ms restored_end_ms ms open_runs
+elif what == "since":        # per partition assigned after T0: assigned_ms restored_end_ms ms open_runs records
     t0, want = int(args[0]), set(int(p) for p in args[1:])
     got = {}
     for l in lines:
@@ -117,13 +133,13 @@ elif what == "since":        # per partition assigned after T0: assigned_ms rest
         if m == "partitions assigned":
             for p in parts(f["partitions"]):
                 if p in want and p not in got:
-                    got[p] = [t, None, None, None]
+                    got[p] = [t, None, None, None, None]
         elif m == "state restored from changelog":
             p = int(f["partition"])
             if p in got and got[p][1] is None:
-                got[p][1:] = [t, int(f["ms"]), int(f["open_runs"])]
+                got[p][1:] = [t, int(f["ms"]), int(f["open_runs"]), int(f["records"])]
     for p in sorted(want):
-        g = got.get(p, [None] * 4)
+        g = got.get(p, [None] * 5)
         print(p, *["-" if x is None else x for x in g])
 EOF
 }
@@ -185,7 +201,7 @@ echo "# worker B joined, group rebalanced and flushed in $(($(date +%s) - t)) s"
 probe_ts=$((1767225600000 + 600000))
 results=$work/results
 : >"$results"
-printf '%4s %6s %9s %5s %9s %9s %10s %9s %10s %9s\n' rep killed partition owner pause_ms detect_ms restore_ms open_runs process_ms baseline
+printf '%4s %6s %9s %5s %9s %9s %10s %9s %9s %10s %9s\n' rep killed partition owner pause_ms detect_ms restore_ms open_runs records process_ms baseline
 for rep in $(seq 1 "$repeats"); do
     # The older worker dies.
     if ((born[A] < born[B])); then victim=A survivor=B; else victim=B survivor=A; fi
@@ -208,17 +224,17 @@ for rep in $(seq 1 "$repeats"); do
     done <<<"$out"
     for p in $(seq 0 $((parts - 1))); do
         if [[ " $vparts " == *" $p "* ]]; then
-            read -r _ assigned restored rms open < <(grep "^$p " <<<"$split")
+            read -r _ assigned restored rms open recs < <(grep "^$p " <<<"$split")
             pause=- detect=- process=-
             if [[ ${sig[p]} != - ]]; then pause=$((sig[p] - t0)); fi
             [[ $assigned == - ]] || detect=$((assigned - t0))
             [[ $restored == - || ${sig[p]} == - ]] || process=$((sig[p] - restored))
-            printf '%4d %6s %9d %5s %9s %9s %10s %9s %10s %9s\n' "$rep" "$victim" "$p" "$survivor" "$pause" "$detect" "$rms" "$open" "$process" -
+            printf '%4d %6s %9d %5s %9s %9s %10s %9s %9s %10s %9s\n' "$rep" "$victim" "$p" "$survivor" "$pause" "$detect" "$rms" "$open" "$recs" "$process" -
             echo "killed $pause $detect $rms $process" >>"$results"
         else
             base=-
             [[ ${sig[p]} == - || ${sent[p]} == - ]] || base=$((sig[p] - sent[p]))
-            printf '%4d %6s %9d %5s %9s %9s %10s %9s %10s %9s\n' "$rep" "-" "$p" "$survivor" - - - - - "$base"
+            printf '%4d %6s %9d %5s %9s %9s %10s %9s %9s %10s %9s\n' "$rep" "-" "$p" "$survivor" - - - - - - "$base"
             echo "survivor $base" >>"$results"
         fi
     done

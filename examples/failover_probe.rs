@@ -24,7 +24,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const T: Duration = Duration::from_secs(10);
 
 fn wall_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 fn consumer(brokers: &str, group: &str) -> BaseConsumer {
@@ -40,7 +43,10 @@ fn consumer(brokers: &str, group: &str) -> BaseConsumer {
 fn partitions(c: &BaseConsumer, topic: &str) -> Vec<i32> {
     let md = c.fetch_metadata(Some(topic), T).expect("metadata");
     let t = &md.topics()[0];
-    assert!(!t.partitions().is_empty(), "topic {topic} has no partitions");
+    assert!(
+        !t.partitions().is_empty(),
+        "topic {topic} has no partitions"
+    );
     t.partitions().iter().map(|p| p.id()).collect()
 }
 
@@ -81,7 +87,8 @@ fn probe(brokers: &str, input: &str, output: &str, tag: &str, ts: i64, timeout: 
     let mut tpl = TopicPartitionList::new();
     for p in partitions(&c, output) {
         let (_, hi) = c.fetch_watermarks(output, p, T).expect("watermarks");
-        tpl.add_partition_offset(output, p, Offset::Offset(hi)).unwrap();
+        tpl.add_partition_offset(output, p, Offset::Offset(hi))
+            .unwrap();
     }
     c.assign(&tpl).expect("assign");
     let in_parts = partitions(&c, input);
@@ -113,7 +120,12 @@ fn probe(brokers: &str, input: &str, output: &str, tag: &str, ts: i64, timeout: 
         msgs.extend((1..=4).map(|i| step(run, i, ts)));
         for m in &msgs {
             producer
-                .send(BaseRecord::to(input).key(run.as_str()).payload(m).partition(p))
+                .send(
+                    BaseRecord::to(input)
+                        .key(run.as_str())
+                        .payload(m)
+                        .partition(p),
+                )
                 .expect("enqueue");
         }
     }

@@ -209,7 +209,7 @@ async fn one_mode(ep: &Endpoints, kafka: &Cluster, delivery: Delivery) {
                 while phase.load(Ordering::SeqCst) < gate {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                produce(&cfg, &chunk).await;
+                produce_existing(&cfg, &chunk).await;
                 sent.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }

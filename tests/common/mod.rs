@@ -174,11 +174,17 @@ pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
     Worker(cmd.spawn().expect("spawn eddy run"))
 }
 
-/// Produce JSON lines keyed by run id (as a real agent fleet does).
+/// Produce JSON lines keyed by run id (as a real agent fleet does), creating the topics first.
 pub async fn produce(cfg: &Config, lines: &[(String, String)]) {
     eddy::source::ensure_topics(&cfg.kafka)
         .await
         .expect("create topics");
+    produce_existing(cfg, lines).await;
+}
+
+/// [`produce`] into topics that exist: no admin request, which fails while the cluster's
+/// controller fails over (an agent only produces, and its producer waits out the election).
+pub async fn produce_existing(cfg: &Config, lines: &[(String, String)]) {
     let mut e = eddy::emit::Emitter::plain(&cfg.kafka).expect("producer");
     for (key, line) in lines {
         e.send_raw(&cfg.kafka.topics.input, key.as_bytes(), line.as_bytes())

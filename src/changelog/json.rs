@@ -39,9 +39,10 @@ pub fn decode_run(value: &[u8]) -> Result<RunRecord, RecordError> {
     })
 }
 
-pub fn encode_meta(v: u32, applied_offset: i64, meta: &PartitionMeta) -> Vec<u8> {
+/// The meta record, marked with the version this eddy writes.
+pub fn encode_meta(applied_offset: i64, meta: &PartitionMeta) -> Vec<u8> {
     serde_json::to_vec(&MetaRecord {
-        v,
+        v: VERSION,
         applied_offset,
         meta: meta.clone(),
     })

@@ -19,7 +19,9 @@
 //! - versions 1 to 4 ([`json`]): JSON objects, still read so that a rolling upgrade restores the
 //!   changelog the previous release wrote. Each version reads the ones before it.
 //!
-//! The run state's own serde impls (in `engine`) define its shape, the same in both encodings.
+//! The run state's own serde impls (in `engine`) define its shape for both encodings; they
+//! also accept the older JSON shapes, and a near-duplicate signature names its form only in
+//! binary (where shapes cannot tell forms apart).
 pub mod binary;
 pub mod json;
 
@@ -86,7 +88,7 @@ pub fn decode_run(value: &[u8]) -> Result<RunRecord, RecordError> {
 }
 
 pub fn encode_meta(applied_offset: i64, meta: &PartitionMeta) -> Vec<u8> {
-    json::encode_meta(VERSION, applied_offset, meta)
+    json::encode_meta(applied_offset, meta)
 }
 
 /// The meta record: (applied offset, partition meta).

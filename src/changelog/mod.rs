@@ -24,6 +24,7 @@
 //! binary (where shapes cannot tell forms apart).
 pub mod binary;
 pub mod json;
+mod state;
 
 use crate::contract::RunKey;
 use crate::engine::{Change, PartitionMeta, RunState};

@@ -19,7 +19,7 @@
 //! - versions 1 to 4 ([`json`]): JSON objects, still read so that a rolling upgrade restores the
 //!   changelog the previous release wrote. Each version reads the ones before it.
 //!
-//! [`state`] writes down the shape of every persisted engine type, for both encodings: its
+//! `state` writes down the shape of every persisted engine type, for both encodings: its
 //! serde impls also accept the older JSON shapes, and a near-duplicate signature names its form
 //! only in binary (where shapes cannot tell forms apart). The engine itself holds no serde code
 //! for its state.

@@ -1,25 +1,24 @@
 //! Per-run state and the run's final verdict.
-use super::detectors::{self, budget, RunDetectors};
+use super::detectors::{budget, RunDetectors};
 use super::seen::SeenSteps;
 use crate::contract::input::{RunFinished, RunStarted, RunStatus, TerminationReason};
 use crate::contract::{Step, Totals};
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
-use serde::{Deserialize, Serialize};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-/// Everything eddy remembers about one open run. Serialisable: it is what the changelog stores.
+/// Everything eddy remembers about one open run: what the changelog stores (its record form
+/// is `changelog::state`'s; fields are crate-visible for it).
 ///
 /// Its optional numbers keep their presence in `set` rather than in `Option`s (whose tags cost
 /// 24 bytes of every open run); records still write them as options.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(from = "RunStateIn")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunState {
     /// Shared by the partition's runs of one agent (see [`Names`]).
-    agent: Option<AgentName>,
+    pub(crate) agent: Option<AgentName>,
     /// When the run's `run_started` said it began (if `set` has [`STARTED`]).
-    started_ms: i64,
+    pub(crate) started_ms: i64,
     pub first_ms: i64,
     pub last_ts: i64,
     pub seen: SeenSteps,
@@ -31,11 +30,11 @@ pub struct RunState {
     pub redeliveries: u64,
     pub loop_detected: bool,
     /// Which of `started_ms`, `loop_step` and `loop_caught` hold a value.
-    set: u8,
+    pub(crate) set: u8,
     /// Where the repetition began (if `set` has [`LOOP_STEP`]).
-    loop_step: u64,
+    pub(crate) loop_step: u64,
     /// The step at which the loop was first caught (if `set` has [`LOOP_CAUGHT`]).
-    loop_caught: u64,
+    pub(crate) loop_caught: u64,
     /// What a stop (e.g. a budget) implies when the run reports no reason itself.
     pub inferred_reason: Option<TerminationReason>,
     pub detectors: RunDetectors,
@@ -50,69 +49,9 @@ pub struct RunState {
 // size classes (the next is 448), so a field that crosses it costs 64 bytes of every open run.
 const _: () = assert!(std::mem::size_of::<RunState>() <= 384);
 
-const STARTED: u8 = 1;
-const LOOP_STEP: u8 = 2;
-const LOOP_CAUGHT: u8 = 4;
-
-/// A run record as read: [`RunState`] with its options as options.
-#[derive(Deserialize)]
-struct RunStateIn {
-    agent_name: Option<AgentName>,
-    started_ms: Option<i64>,
-    first_ms: i64,
-    last_ts: i64,
-    seen: SeenSteps,
-    steps: u64,
-    tool_calls: u64,
-    tokens: u64,
-    cost_usd: f64,
-    signals: u32,
-    redeliveries: u64,
-    loop_detected: bool,
-    loop_step_index: Option<u64>,
-    loop_caught_step_index: Option<u64>,
-    inferred_reason: Option<TerminationReason>,
-    detectors: RunDetectors,
-    #[serde(default)]
-    last_seq: u64,
-    #[serde(default)]
-    minute: Option<Box<super::rollup::Minute>>,
-}
-
-impl From<RunStateIn> for RunState {
-    fn from(r: RunStateIn) -> Self {
-        fn bit<T>(o: Option<T>, b: u8) -> u8 {
-            if o.is_some() {
-                b
-            } else {
-                0
-            }
-        }
-        Self {
-            agent: r.agent_name,
-            started_ms: r.started_ms.unwrap_or(0),
-            first_ms: r.first_ms,
-            last_ts: r.last_ts,
-            seen: r.seen,
-            steps: r.steps,
-            tool_calls: r.tool_calls,
-            tokens: r.tokens,
-            cost_usd: r.cost_usd,
-            signals: r.signals,
-            redeliveries: r.redeliveries,
-            loop_detected: r.loop_detected,
-            set: bit(r.started_ms, STARTED)
-                | bit(r.loop_step_index, LOOP_STEP)
-                | bit(r.loop_caught_step_index, LOOP_CAUGHT),
-            loop_step: r.loop_step_index.unwrap_or(0),
-            loop_caught: r.loop_caught_step_index.unwrap_or(0),
-            inferred_reason: r.inferred_reason,
-            detectors: r.detectors,
-            last_seq: r.last_seq,
-            minute: r.minute,
-        }
-    }
-}
+pub(crate) const STARTED: u8 = 1;
+pub(crate) const LOOP_STEP: u8 = 2;
+pub(crate) const LOOP_CAUGHT: u8 = 4;
 
 pub enum End<'a> {
     Finished(&'a RunFinished),
@@ -123,39 +62,6 @@ pub enum End<'a> {
     Evicted {
         at_ms: i64,
     },
-}
-
-/// Written as a derived `Serialize` would, except that the detectors' budget state writes
-/// this run's counts (it keeps none of its own).
-impl Serialize for RunState {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        // The length counts only the fields written: binary records declare it up front.
-        let fields = 17 + usize::from(self.minute.is_some());
-        let mut st = s.serialize_struct("RunState", fields)?;
-        st.serialize_field("agent_name", &self.agent_name())?;
-        st.serialize_field("started_ms", &self.reported_start())?;
-        st.serialize_field("first_ms", &self.first_ms)?;
-        st.serialize_field("last_ts", &self.last_ts)?;
-        st.serialize_field("seen", &self.seen)?;
-        st.serialize_field("steps", &self.steps)?;
-        st.serialize_field("tool_calls", &self.tool_calls)?;
-        st.serialize_field("tokens", &self.tokens)?;
-        st.serialize_field("cost_usd", &self.cost_usd)?;
-        st.serialize_field("signals", &self.signals)?;
-        st.serialize_field("redeliveries", &self.redeliveries)?;
-        st.serialize_field("loop_detected", &self.loop_detected)?;
-        st.serialize_field("loop_step_index", &self.loop_step_index())?;
-        st.serialize_field("loop_caught_step_index", &self.loop_caught_step_index())?;
-        st.serialize_field("inferred_reason", &self.inferred_reason)?;
-        st.serialize_field("detectors", &detectors::Ser(&self.detectors))?;
-        st.serialize_field("last_seq", &self.last_seq)?;
-        match &self.minute {
-            Some(m) => st.serialize_field("minute", m)?,
-            None => st.skip_field("minute")?,
-        }
-        st.end()
-    }
 }
 
 impl RunState {
@@ -247,7 +153,7 @@ impl RunState {
     }
 
     /// When `run_started` said the run began, if it came.
-    fn reported_start(&self) -> Option<i64> {
+    pub(crate) fn reported_start(&self) -> Option<i64> {
         (self.set & STARTED != 0).then_some(self.started_ms)
     }
 

@@ -8,7 +8,7 @@
 //! * compaction loops: context-window failures and compactions (condensations) again and again
 //!   with nothing new between them (OpenHands calls adjacent condensations stuck; opencode caps
 //!   compaction attempts at two; Claude Code users reported hundreds in one session).
-use super::history::{Call, History, Members, CONTEXT};
+use super::history::{History, CONTEXT};
 use super::{hex64, push_bounded, Finding, Latch, Levels, StepView};
 use crate::contract::Severity;
 use crate::engine::text::contains_ci;
@@ -48,28 +48,29 @@ impl Default for ContextConfig {
     }
 }
 
-/// The recent outputs are the run's shared [`History`] (bit [`CONTEXT`]).
+/// The recent outputs are the run's shared [`History`] (bit [`CONTEXT`]). Fields are
+/// crate-visible for `changelog::state`, which reads and writes its records.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContextState {
-    samples: Samples,
-    latch: Latch,
-    stale: Stale,
+    pub(crate) samples: Samples,
+    pub(crate) latch: Latch,
+    pub(crate) stale: Stale,
 }
 
 /// What the stale-growth and compaction rules remember, in 8 bytes (the boxed state then
 /// stays in the allocator size class it had): counts of new things are compared by their low
 /// 16 bits (they grow by at most three a step), the context size in thousands of tokens.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+/// Fields are crate-visible for `changelog::state`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stale {
     /// Novelty ([`ContextState::on_step`]) and context size at the last step that brought
     /// something new, and the steps since, that one included.
-    mark: u16,
-    base_kilotokens: u16,
-    steps: u8,
+    pub(crate) mark: u16,
+    pub(crate) base_kilotokens: u16,
+    pub(crate) steps: u8,
     /// Compactions in a row with nothing new between them, and the novelty at the last one.
-    compactions: u8,
-    compaction_mark: u16,
+    pub(crate) compactions: u8,
+    pub(crate) compaction_mark: u16,
 }
 
 const _: () = assert!(std::mem::size_of::<Stale>() == 8);
@@ -86,7 +87,7 @@ fn kilotokens(tokens: u64) -> u16 {
 /// 32 bits (every real run), 16 from the first that does not. Compared and written as the
 /// pairs they hold, whichever form holds them.
 #[derive(Debug, Clone)]
-enum Samples {
+pub(crate) enum Samples {
     Narrow(VecDeque<(u32, u32)>),
     Wide(VecDeque<(u64, u64)>),
 }
@@ -112,12 +113,12 @@ impl Samples {
         }
     }
 
-    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         (0..self.len()).map(|i| self.get(i))
     }
 
     /// Append, keeping at most `cap`.
-    fn push(&mut self, (step, tokens): (u64, u64), cap: usize) {
+    pub(crate) fn push(&mut self, (step, tokens): (u64, u64), cap: usize) {
         if let Samples::Narrow(q) = self {
             if let (Ok(s), Ok(t)) = (u32::try_from(step), u32::try_from(tokens)) {
                 push_bounded(q, (s, t), cap);
@@ -135,56 +136,6 @@ impl Samples {
 impl PartialEq for Samples {
     fn eq(&self, other: &Self) -> bool {
         self.iter().eq(other.iter())
-    }
-}
-
-impl Serialize for Samples {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.iter())
-    }
-}
-
-/// The state as records hold it: with its window of outputs.
-#[derive(Deserialize)]
-pub struct Record {
-    samples: VecDeque<(u64, u64)>,
-    outputs: VecDeque<u64>,
-    latch: Latch,
-    /// Absent from records written before the stale and compaction rules.
-    #[serde(default)]
-    stale: Stale,
-}
-
-impl Record {
-    pub fn restore(self, h: &mut History) -> ContextState {
-        for output in self.outputs {
-            h.restore(Call::new(0, 0, 0, output, 0, false), CONTEXT);
-        }
-        let mut samples = Samples::default();
-        for s in self.samples {
-            samples.push(s, usize::MAX);
-        }
-        ContextState {
-            samples,
-            latch: self.latch,
-            stale: self.stale,
-        }
-    }
-}
-
-/// Serialises the state with its window, as [`Record`] reads it.
-pub struct Ser<'a>(pub &'a ContextState, pub &'a History);
-
-impl Serialize for Ser<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let outputs = Members(self.1, CONTEXT, |c: &Call| c.output);
-        let mut st = s.serialize_struct("ContextState", 4)?;
-        st.serialize_field("samples", &self.0.samples)?;
-        st.serialize_field("outputs", &outputs)?;
-        st.serialize_field("latch", &self.0.latch)?;
-        st.serialize_field("stale", &self.0.stale)?;
-        st.end()
     }
 }
 
@@ -394,7 +345,8 @@ mod tests {
     use super::*;
 
     /// Samples that fit 32 bits stay narrow; the first that does not widens the rest, and
-    /// every sample comes back, is compared and is written exactly as given.
+    /// every sample comes back and is compared exactly as given (records write them as the pairs
+    /// they hold: `changelog::state`).
     #[test]
     fn samples_come_back_exactly_whatever_their_size() {
         let given = [
@@ -412,10 +364,6 @@ mod tests {
             assert_eq!(matches!(s, Samples::Narrow(_)), i < 2, "{i}");
             assert_eq!(s.iter().collect::<VecDeque<_>>(), plain);
         }
-        assert_eq!(
-            serde_json::to_value(&s).unwrap(),
-            serde_json::to_value(&plain).unwrap()
-        );
         let mut narrow = Samples::default();
         narrow.push((7, 7), 4);
         let mut wide = Samples::Wide(VecDeque::new());

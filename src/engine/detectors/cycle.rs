@@ -7,11 +7,11 @@
 //! legs repeated, not by whole rounds: two rounds warn, the first leg of a third round with
 //! the same output alerts, and three full rounds stop (OpenHands' alternating pattern: three
 //! rounds of A→B with identical observations is stuck).
-use super::history::{self, Call, History, Members, CYCLE};
+use super::history::{self, History, CYCLE};
 use super::{hex64, Finding, Latch, Levels, StepView};
 use crate::engine::text::key64;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -92,65 +92,11 @@ pub fn window(cfg: &CycleConfig) -> usize {
         .saturating_mul(max_rounds.saturating_add(1))
 }
 
-/// A window entry as records hold it. Written as an array in field order (read from that or
-/// from the object of version 1 records): the changelog then repeats no field names for every
-/// window entry.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-struct Leg {
-    step: u64,
-    action: u64,
-    output: u64,
-    repeatable: bool,
-}
-
-impl Serialize for Leg {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (&self.step, &self.action, &self.output, &self.repeatable).serialize(s)
-    }
-}
-
-/// The window itself is the run's shared [`History`] (bit [`CYCLE`]).
+/// The window itself is the run's shared [`History`] (bit [`CYCLE`]). Records hold the window
+/// too (`changelog::state`, for which the latch is crate-visible).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CycleState {
-    latch: Latch,
-}
-
-/// The state as records hold it: with its window.
-#[derive(Deserialize)]
-pub struct Record {
-    hist: VecDeque<Leg>,
-    latch: Latch,
-}
-
-impl Record {
-    pub fn restore(self, h: &mut History) -> CycleState {
-        for l in self.hist {
-            h.restore(
-                Call::new(l.step, l.action, 0, l.output, 0, l.repeatable),
-                CYCLE,
-            );
-        }
-        CycleState { latch: self.latch }
-    }
-}
-
-/// Serialises the state with its window, as [`Record`] reads it.
-pub struct Ser<'a>(pub &'a CycleState, pub &'a History);
-
-impl Serialize for Ser<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let hist = Members(self.1, CYCLE, |c: &Call| Leg {
-            step: c.step,
-            action: c.action,
-            output: c.output,
-            repeatable: c.repeatable,
-        });
-        let mut st = s.serialize_struct("CycleState", 2)?;
-        st.serialize_field("hist", &hist)?;
-        st.serialize_field("latch", &self.0.latch)?;
-        st.end()
-    }
+    pub(crate) latch: Latch,
 }
 
 impl CycleState {

@@ -2,8 +2,8 @@
 //! run's detector state, and reports [`Finding`]s; the policy layer ([`policy`]) combines them
 //! and the engine turns them into signals with deterministic ids.
 //!
-//! All state is serde-serialisable, uses ordered maps only (so serialisation and iteration are
-//! deterministic) and is bounded by fixed windows and caps.
+//! All state uses ordered maps only (so its records, written by `changelog::state`, and
+//! iteration are deterministic) and is bounded by fixed windows and caps.
 //!
 //! Besides one module per detector: `config` (what they are configured with), `levels`
 //! (thresholds and the rising-edge latch), `compact` (the small containers per-run state is
@@ -37,7 +37,7 @@ pub use compact::{grow_exact, grow_exact_thin, push_bounded, Lazy, VecMap};
 pub use config::{ClassWords, DetectorConfig, Override, Resolved, ToolPolicy};
 pub use levels::{Latch, Levels};
 pub use progress::Progress;
-pub use run_detectors::{Caches, RunDetectors, Ser};
+pub use run_detectors::{Caches, RunDetectors};
 pub use view::{FailClass, OutKind, StepView};
 
 /// What a detector found at one step.

@@ -10,12 +10,11 @@
 //! at four identical action-observation pairs), so such a streak alerts at 3 and stops at 4.
 //! Any other call, a failure, or a different answer ends the streak; interleaved repeats keep
 //! the window's thresholds.
-use super::history::{Call, History, Members, REPEAT};
+use super::history::{Call, History, REPEAT};
 use super::{hex64, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
 use crate::engine::text::key64;
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -54,75 +53,13 @@ impl Default for RepeatConfig {
     }
 }
 
-/// Written as an array in field order (read from that or from the object of version 1
-/// records): the changelog then repeats no field names for every window entry.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-struct Entry {
-    step: u64,
-    primary: u64,
-    output: u64,
-    repeatable: bool,
-    /// `Progress::novel_actions` after this step.
-    #[serde(default)]
-    work: u64,
-}
-
-impl Serialize for Entry {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (
-            &self.step,
-            &self.primary,
-            &self.output,
-            &self.repeatable,
-            &self.work,
-        )
-            .serialize(s)
-    }
-}
-
 /// The window itself is the run's shared [`History`] (bit [`REPEAT`]).
 /// The streak of identical calls back to back is kept in [`Progress::streak`], where it costs
-/// no bytes (a run's state is held within an allocator size class).
+/// no bytes (a run's state is held within an allocator size class). Records hold the window
+/// too (`changelog::state`, for which the latch is crate-visible).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RepeatState {
-    latch: Latch,
-}
-
-/// The state as records hold it: with its window.
-#[derive(Deserialize)]
-pub struct Record {
-    window: VecDeque<Entry>,
-    latch: Latch,
-}
-
-impl Record {
-    pub fn restore(self, h: &mut History) -> RepeatState {
-        for e in self.window {
-            let c = Call::new(e.step, 0, e.primary, e.output, e.work, e.repeatable);
-            h.restore(c, REPEAT);
-        }
-        RepeatState { latch: self.latch }
-    }
-}
-
-/// Serialises the state with its window, as [`Record`] reads it.
-pub struct Ser<'a>(pub &'a RepeatState, pub &'a History);
-
-impl Serialize for Ser<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let window = Members(self.1, REPEAT, |c: &Call| Entry {
-            step: c.step,
-            primary: c.primary,
-            output: c.output,
-            repeatable: c.repeatable,
-            work: c.work(),
-        });
-        let mut st = s.serialize_struct("RepeatState", 2)?;
-        st.serialize_field("window", &window)?;
-        st.serialize_field("latch", &self.0.latch)?;
-        st.end()
-    }
+    pub(crate) latch: Latch,
 }
 
 fn op_key(primary: u64, output: u64) -> u64 {

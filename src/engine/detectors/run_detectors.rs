@@ -1,6 +1,6 @@
-//! All detector state of one run and the step that drives every detector over it, with the
-//! record form the changelog holds (written by [`Ser`], read through `DetectorsRecord`) and the
-//! per-partition caches lent to each step.
+//! All detector state of one run and the step that drives every detector over it, and the
+//! per-partition caches lent to each step. The record form the changelog holds is
+//! `changelog::state`'s.
 use super::compact::Lazy;
 use super::config::DetectorConfig;
 use super::progress::Progress;
@@ -8,13 +8,12 @@ use super::{budget, content, context, cycle, failure, handoff, history, keelwave
 use super::{policy, repeat, stall, view, Finding, StepView};
 use crate::contract::Step;
 use crate::engine::fingerprint::Canonical;
-use serde::{Deserialize, Serialize};
 
 /// All detector state of one run. The windows of recent tool calls that several detectors
 /// keep are one shared [`history::History`]; records still hold each detector's own window
-/// (written from the history, read into it), so they are what they were.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(from = "DetectorsRecord")]
+/// (written from the history, read into it), so they are what they were. The history is
+/// crate-visible for `changelog::state`, which does that.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunDetectors {
     pub keelwave: keelwave::KeelwaveState,
     pub progress: Progress,
@@ -32,77 +31,7 @@ pub struct RunDetectors {
     pub budget: budget::BudgetState,
     /// Only runs with corroborating findings use it.
     pub policy: Lazy<policy::PolicyState>,
-    history: history::History,
-}
-
-#[derive(Deserialize)]
-struct DetectorsRecord {
-    keelwave: keelwave::KeelwaveState,
-    progress: Progress,
-    repeat: repeat::Record,
-    stall: stall::Record,
-    failure: Lazy<failure::FailureState>,
-    cycle: cycle::Record,
-    handoff: handoff::HandoffState,
-    neardup: neardup::Record,
-    content: Lazy<content::ContentState>,
-    context: context::Record,
-    budget: budget::BudgetState,
-    policy: Lazy<policy::PolicyState>,
-}
-
-impl From<DetectorsRecord> for RunDetectors {
-    fn from(r: DetectorsRecord) -> Self {
-        let mut history = history::History::default();
-        let repeat = r.repeat.restore(&mut history);
-        let stall = r.stall.restore(&mut history);
-        let cycle = r.cycle.restore(&mut history);
-        let neardup = r.neardup.restore(&mut history);
-        let context = Lazy::new(r.context.restore(&mut history));
-        history.restored();
-        Self {
-            keelwave: r.keelwave,
-            progress: r.progress,
-            repeat,
-            stall,
-            failure: r.failure,
-            cycle,
-            handoff: r.handoff,
-            neardup,
-            content: r.content,
-            context,
-            budget: r.budget,
-            policy: r.policy,
-            history,
-        }
-    }
-}
-
-/// The detectors as records hold them (each detector's window written from the history).
-pub struct Ser<'a>(pub &'a RunDetectors);
-
-impl Serialize for Ser<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let Ser(d) = self;
-        let h = &d.history;
-        let mut st = s.serialize_struct("RunDetectors", 12)?;
-        st.serialize_field("keelwave", &d.keelwave)?;
-        st.serialize_field("progress", &d.progress)?;
-        st.serialize_field("repeat", &repeat::Ser(&d.repeat, h))?;
-        st.serialize_field("stall", &stall::Ser(&d.stall, h))?;
-        st.serialize_field("failure", &d.failure)?;
-        st.serialize_field("cycle", &cycle::Ser(&d.cycle, h))?;
-        st.serialize_field("handoff", &d.handoff)?;
-        st.serialize_field("neardup", &neardup::Ser(&d.neardup, h))?;
-        st.serialize_field("content", &d.content)?;
-        let no_context = context::ContextState::default();
-        let context = d.context.get().unwrap_or(&no_context);
-        st.serialize_field("context", &context::Ser(context, h))?;
-        st.serialize_field("budget", &d.budget)?;
-        st.serialize_field("policy", &d.policy)?;
-        st.end()
-    }
+    pub(crate) history: history::History,
 }
 
 /// The memos and scratch buffers of one partition's detectors, owned by its engine and lent to

@@ -3,11 +3,10 @@
 //! is what keeps batch jobs quiet: ten different files moved, each answered `{"ok": true}`,
 //! is work, not a stall. Repeatable tools and retryable/recoverable failures are left out
 //! (their own rules judge them). A weak signal: it warns, and corroborates other detectors.
-use super::history::{Call, History, Members, STALL};
+use super::history::{History, STALL};
 use super::{hex64, FailClass, Finding, Latch, StepView};
 use crate::contract::Severity;
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -31,40 +30,11 @@ impl Default for StallConfig {
     }
 }
 
-/// The window itself is the run's shared [`History`] (bit [`STALL`]).
+/// The window itself is the run's shared [`History`] (bit [`STALL`]). Records hold the window
+/// too (`changelog::state`, for which the latch is crate-visible).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StallState {
-    latch: Latch,
-}
-
-/// The state as records hold it: with its window of (step, action, output).
-#[derive(Deserialize)]
-pub struct Record {
-    window: VecDeque<(u64, u64, u64)>,
-    latch: Latch,
-}
-
-impl Record {
-    pub fn restore(self, h: &mut History) -> StallState {
-        for (step, action, output) in self.window {
-            h.restore(Call::new(step, action, 0, output, 0, false), STALL);
-        }
-        StallState { latch: self.latch }
-    }
-}
-
-/// Serialises the state with its window, as [`Record`] reads it.
-pub struct Ser<'a>(pub &'a StallState, pub &'a History);
-
-impl Serialize for Ser<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let window = Members(self.1, STALL, |c: &Call| (c.step, c.action, c.output));
-        let mut st = s.serialize_struct("StallState", 2)?;
-        st.serialize_field("window", &window)?;
-        st.serialize_field("latch", &self.0.latch)?;
-        st.end()
-    }
+    pub(crate) latch: Latch,
 }
 
 impl StallState {

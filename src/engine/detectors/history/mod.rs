@@ -6,8 +6,9 @@
 //! sees exactly the calls with its bit, in arrival order, so its window behaves as its own
 //! bounded queue did: it joins the current call, drops its oldest calls beyond its bound and
 //! may leave calls anywhere (repeated operation forgets stale entries). A call in no window is
-//! removed. Records keep the old per-detector windows (see each detector's `Record`): reading
-//! one gives every entry its own call with one bit, and writing rebuilds each window.
+//! removed. Records keep the old per-detector windows (see each detector's `Record` in
+//! `changelog::state`): reading one gives every entry its own call with one bit, and writing
+//! rebuilds each window.
 //!
 //! Here the calls and the windows' API; the compact forms a call is stored in are in `slots`,
 //! the store that keeps them in the narrowest form in `store`.
@@ -16,7 +17,6 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-use serde::Serialize;
 pub use store::Holding;
 use store::Store;
 
@@ -225,19 +225,5 @@ impl View<'_> {
             View::Suffix(h, start) => h.calls.get(start + i),
             View::Listed(v) => v[i],
         }
-    }
-}
-
-/// One detector's window as a record writes it: `bit`'s calls, oldest first, each written as
-/// `entry` makes it (the detectors' `Ser` types keep their record layouts this way).
-pub struct Members<'a, F>(pub &'a History, pub u8, pub F);
-
-impl<F, T> Serialize for Members<'_, F>
-where
-    F: Fn(&Call) -> T,
-    T: Serialize,
-{
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.members(self.1).map(|c| (self.2)(&c)))
     }
 }

@@ -5,11 +5,10 @@
 //! reads and queries whose results change never form a cluster.
 //!
 //! Here the detector and its window (entries packed end to end in one buffer); the signature
-//! forms in `signature`, their memo in `memo`, the order-blind keys of data in `unordered`,
-//! and the records' form in `record`.
+//! forms in `signature`, their memo in `memo` and the order-blind keys of data in `unordered`.
+//! Records hold the window entries whole (`changelog::state`).
 mod memo;
-mod record;
-mod signature;
+pub(crate) mod signature;
 #[cfg(test)]
 mod tests;
 mod unordered;
@@ -19,7 +18,6 @@ use super::{hex64, FailClass, Finding, Latch, Levels, OutKind, StepView};
 use crate::engine::text::{Signature, MINHASH_K};
 use memo::call_sig;
 pub use memo::Scratch;
-pub use record::{Record, Ser};
 use serde::{Deserialize, Serialize};
 use signature::Call;
 use unordered::{holds_records, is_rich_text, unordered_key, BAG_MAX_OUTPUT};
@@ -102,7 +100,8 @@ pub struct NearDupState {
     /// of that window and in its order. One allocation per open run instead of a queue of
     /// entries and a buffer of signatures.
     buf: Vec<u32>,
-    latch: Latch,
+    /// Crate-visible for `changelog::state`, as are `entries` and `push`.
+    pub(crate) latch: Latch,
 }
 
 impl NearDupState {
@@ -132,7 +131,7 @@ impl NearDupState {
     }
 
     /// The window's entries with their history calls (the window of bit [`NEARDUP`]).
-    fn entries<'a>(
+    pub(crate) fn entries<'a>(
         &'a self,
         hist: &'a History,
     ) -> impl Iterator<Item = (history::Call, Call<'a>)> + 'a {
@@ -163,7 +162,7 @@ impl NearDupState {
 
     /// Append an entry after `evicted` of the oldest left the window. `output` is the entry's
     /// history call's.
-    fn push(&mut self, evicted: usize, output: u64, c: &Call<'_>) {
+    pub(crate) fn push(&mut self, evicted: usize, output: u64, c: &Call<'_>) {
         let mut at = 0usize;
         for _ in 0..evicted {
             // Only the length matters here, not the result an entry would resolve to.

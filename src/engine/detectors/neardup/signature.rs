@@ -3,14 +3,14 @@
 //! computed from whichever forms they hold, without unpacking when both are full.
 use crate::engine::detectors::OutKind;
 use crate::engine::text::{estimate, minhash_of, signature_from, similarity, Signature, MINHASH_K};
-use serde::{Deserialize, Serialize};
 
 /// What a call's MinHash signature is computed from, kept in the smaller form. Most tool
 /// arguments have one to a few features, and a window of full signatures was the largest part
 /// of a run's state; the signature is recomputed, exactly, only when a call of the same tool
-/// with a stagnant result is compared against it. This is the records' form.
+/// with a stagnant result is compared against it. This is the records' form (written and read
+/// by `changelog::state`).
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Sig {
+pub(crate) enum Sig {
     /// The signature itself (also what records written before `Features` hold), as byte
     /// slots; records of version 3 hold 16-bit ones and earlier ones 32-bit ones, read as
     /// their low byte.
@@ -19,51 +19,6 @@ pub(super) enum Sig {
     /// [`MAX_FEATURES`] (records of version 3 and before allowed eight: more than
     /// [`MAX_FEATURES`] are read as the full signature they give).
     Features { f: Vec<u64> },
-}
-
-/// JSON records (versions 2 to 4) tell the forms apart by their shape.
-#[derive(Serialize, Deserialize)]
-#[serde(untagged)]
-enum SigJson<V, F> {
-    Full(V),
-    Features { f: F },
-}
-
-/// Binary records name the form: reading an untagged enum buffers every entry's signature
-/// to try each form in turn, the costliest part of a restore.
-#[derive(Serialize, Deserialize)]
-enum SigBinary<V, F> {
-    Full(V),
-    Features(F),
-}
-
-impl Serialize for Sig {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        type Json<'a> = SigJson<&'a [u32], &'a [u64]>;
-        type Binary<'a> = SigBinary<&'a [u32], &'a [u64]>;
-        match (self, s.is_human_readable()) {
-            (Sig::Full(v), true) => Json::Full(v).serialize(s),
-            (Sig::Features { f }, true) => Json::Features { f }.serialize(s),
-            (Sig::Full(v), false) => Binary::Full(v).serialize(s),
-            (Sig::Features { f }, false) => Binary::Features(f).serialize(s),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Sig {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(if d.is_human_readable() {
-            match SigJson::<Vec<u32>, Vec<u64>>::deserialize(d)? {
-                SigJson::Full(v) => Sig::Full(v),
-                SigJson::Features { f } => Sig::Features { f },
-            }
-        } else {
-            match SigBinary::<Vec<u32>, Vec<u64>>::deserialize(d)? {
-                SigBinary::Full(v) => Sig::Full(v),
-                SigBinary::Features(f) => Sig::Features { f },
-            }
-        })
-    }
 }
 
 /// Feature hashes (two words each) are kept instead of the signature while they are no
@@ -97,19 +52,20 @@ pub(super) fn unpack(words: &[u32]) -> Signature {
     })
 }
 
-/// A call as compared: a window entry with its signature, or the current call.
+/// A call as compared: a window entry with its signature, or the current call. Crate-visible
+/// for `changelog::state`, which writes and reads window entries.
 #[derive(Clone, Copy)]
-pub(super) struct Call<'a> {
-    pub(super) tool: u64,
-    pub(super) result: u64,
-    pub(super) kind: OutKind,
+pub(crate) struct Call<'a> {
+    pub(crate) tool: u64,
+    pub(crate) result: u64,
+    pub(crate) kind: OutKind,
     /// `sig` is the full signature ([`pack`]ed), else the feature hashes as (low, high) halves.
-    pub(super) full: bool,
-    pub(super) sig: &'a [u32],
+    pub(crate) full: bool,
+    pub(crate) sig: &'a [u32],
 }
 
 /// `sig` as stored: (full, values).
-pub(super) fn encode(sig: Sig) -> (bool, Vec<u32>) {
+pub(crate) fn encode(sig: Sig) -> (bool, Vec<u32>) {
     match sig {
         Sig::Full(s) => (
             true,
@@ -132,7 +88,7 @@ impl Call<'_> {
             .map(|p| u64::from(p[0]) | (u64::from(p[1]) << 32))
     }
 
-    pub(super) fn record_sig(&self) -> Sig {
+    pub(crate) fn record_sig(&self) -> Sig {
         if self.full {
             Sig::Full(unpack(self.sig).map(u32::from).to_vec())
         } else {

@@ -3,7 +3,6 @@
 //! changelog), and the partition-level state persisted with the runs ([`PartitionMeta`]).
 use super::{RunState, StepFingerprints};
 use crate::contract::RunKey;
-use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// What happened to one input event; the sink stage uses it to build rows.
@@ -21,25 +20,22 @@ pub enum Outcome {
     AfterEnd,
 }
 
-/// Partition-level state that is not per run. Persisted with the run snapshots.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Partition-level state that is not per run. Persisted with the run snapshots, as the
+/// changelog's meta record (see `changelog::state::meta`).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PartitionMeta {
     pub watermark_ms: Option<i64>,
     /// Events applied to this partition's runs (the eviction clock: least recently active).
-    #[serde(default)]
     pub seq: u64,
     /// Runs (hashed) that reported a time beyond `max_future_skew_ms` of the watermark, with
     /// that time; `watermark_jump_quorum` distinct runs move the watermark. Bounded by it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jumps: Vec<(u64, i64)>,
     /// Runs (hashed) that reported a time more than `max_future_skew_ms` behind the watermark,
     /// with their latest such time; a quorum of them pulls the watermark back. Bounded by it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub behind: Vec<(u64, i64)>,
     /// Recently ended runs, oldest first, so a redelivered or late event cannot reopen them and
     /// publish a second `run_terminated`. Bounded by `EngineConfig::ended_runs_remembered`.
     /// Persisted as one changelog marker per run, not inside the meta record.
-    #[serde(skip)]
     pub ended: VecDeque<RunKey>,
 }
 

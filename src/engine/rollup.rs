@@ -11,7 +11,6 @@
 //! current minute: a closed minute is never reopened, which is what keeps rows write-once.
 use crate::contract::input::TerminationReason;
 use crate::contract::{RunKey, Step};
-use serde::{Deserialize, Serialize};
 
 pub const BUCKET_MS: i64 = 60_000;
 
@@ -19,33 +18,25 @@ pub fn bucket_of(ts_ms: i64) -> i64 {
     ts_ms.div_euclid(BUCKET_MS) * BUCKET_MS
 }
 
-/// One run's contribution to one minute.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// One run's contribution to one minute. Recorded with the run state (see
+/// `changelog::state::rollup`).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Minute {
     /// Start of the minute, epoch milliseconds (UTC).
     pub bucket_ms: i64,
     /// The run's first event fell in this minute.
-    #[serde(default)]
     pub started: bool,
-    #[serde(default)]
     pub steps: u32,
-    #[serde(default)]
     pub tool_calls: u32,
     /// Steps reporting `tool_success: false`.
-    #[serde(default)]
     pub errors: u32,
-    #[serde(default)]
     pub tokens: u64,
-    #[serde(default)]
     pub cost_usd: f64,
     /// Steps taken once the run's loop was caught (the caught step included), and their cost:
     /// what a loop burns while nobody stops it.
-    #[serde(default)]
     pub loop_steps: u32,
-    #[serde(default)]
     pub loop_cost_usd: f64,
     /// The loop was caught in this minute, this many steps after it began.
-    #[serde(default)]
     pub caught_after_steps: Option<u64>,
 }
 

@@ -1,1 +1,25 @@
-//! (filled by the changelog-schema move)
+//! The budget detector's state ([`BudgetState`]): only which budgets fired. JSON records,
+//! versions 1 to 4, also carry the counts (the run's own, which count the same things);
+//! reading ignores them.
+use crate::engine::detectors::budget::BudgetState;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "BudgetState", rename = "BudgetState")]
+struct BudgetStateDef {
+    /// Bit per budget already reported.
+    #[serde(default)]
+    fired: u8,
+}
+
+impl Serialize for BudgetState {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        BudgetStateDef::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for BudgetState {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        BudgetStateDef::deserialize(d)
+    }
+}

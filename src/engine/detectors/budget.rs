@@ -26,13 +26,12 @@ pub struct Counts {
     pub cost_usd: f64,
 }
 
-/// Only which budgets fired: the counts are the run's, which counts the same things. (JSON
-/// records, versions 1 to 4, also carry the counts; reading ignores them.)
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Only which budgets fired: the counts are the run's, which counts the same things. Record
+/// shape in `changelog::state::budget`; fields are crate-visible for it.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct BudgetState {
     /// Bit per budget already reported.
-    #[serde(default)]
-    fired: u8,
+    pub(crate) fired: u8,
 }
 
 impl BudgetState {

@@ -1,18 +1,17 @@
 //! Compact containers for per-run state. Hundreds of thousands of runs are open at once and
 //! nearly all of their maps and windows are small or empty, so these keep what is empty off the
-//! heap and grow exactly, while serialising as the standard types they stand for (records are
-//! unchanged).
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+//! heap and grow exactly. Their records (`changelog::state::containers`) are those of the
+//! standard types they stand for, so changelog records are unchanged.
+use std::collections::VecDeque;
 use thin_vec::ThinVec;
 
 /// A small ordered map kept as a sorted vector. Per-run maps hold a handful of entries and
 /// there are hundreds of thousands of runs: a B-tree node costs ~200 bytes however few keys it
 /// holds, this costs 16 per entry, and a thin vector is 8 bytes inline and nothing on the heap
-/// while empty. Serialised exactly like a `BTreeMap` (a JSON object in key order), so
-/// changelog records are unchanged.
+/// while empty. Recorded exactly like a `BTreeMap` (see `changelog::state::containers`).
+/// The field is crate-visible for `changelog::state`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VecMap<K, V>(ThinVec<(K, V)>);
+pub struct VecMap<K, V>(pub(crate) ThinVec<(K, V)>);
 
 impl<K, V> Default for VecMap<K, V> {
     fn default() -> Self {
@@ -92,24 +91,12 @@ impl<K: Ord + Copy, V> FromIterator<(K, V)> for VecMap<K, V> {
     }
 }
 
-impl<K: Serialize, V: Serialize> Serialize for VecMap<K, V> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
-    }
-}
-
-impl<'de, K: Deserialize<'de> + Ord, V: Deserialize<'de>> Deserialize<'de> for VecMap<K, V> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let m = BTreeMap::<K, V>::deserialize(d)?;
-        Ok(Self(m.into_iter().collect()))
-    }
-}
-
 /// A detector state that stays at its default for most runs, boxed only once it is not: 8
-/// bytes inline instead of the whole state. Serialised exactly as the state itself (a default
-/// one when absent), and compared as the state, so records and equality are unchanged.
+/// bytes inline instead of the whole state. Compared as the state, and recorded as it (a
+/// default one when absent: see `changelog::state::containers`), so equality and records are
+/// unchanged. The field is crate-visible for `changelog::state`.
 #[derive(Debug, Clone, Default)]
-pub struct Lazy<T>(Option<Box<T>>);
+pub struct Lazy<T>(pub(crate) Option<Box<T>>);
 
 impl<T: Default + PartialEq> Lazy<T> {
     pub fn new(t: T) -> Self {
@@ -150,21 +137,6 @@ impl<T: Default + PartialEq> PartialEq for Lazy<T> {
             (None, None) => true,
             (Some(x), None) | (None, Some(x)) => *x == T::default(),
         }
-    }
-}
-
-impl<T: Default + Serialize> Serialize for Lazy<T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0.as_deref() {
-            Some(t) => t.serialize(s),
-            None => T::default().serialize(s),
-        }
-    }
-}
-
-impl<'de, T: Default + PartialEq + Deserialize<'de>> Deserialize<'de> for Lazy<T> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        T::deserialize(d).map(Self::new)
     }
 }
 

@@ -16,8 +16,7 @@
 use super::{hex64, push_bounded, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
 use crate::engine::text::{
-    contains_ci, deserialize_signature, feature_sig, fnv64, key64, normalize_message, similarity,
-    Signature,
+    contains_ci, feature_sig, fnv64, key64, normalize_message, similarity, Signature,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -72,24 +71,21 @@ impl Default for ContentConfig {
     }
 }
 
-/// Written as an array in field order (read from that or from the object of version 1
-/// records): the changelog then repeats no field names for every window entry.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-struct Thought {
-    step: u64,
-    key: u64,
-    #[serde(deserialize_with = "deserialize_signature")]
-    sig: Signature,
-    rich: bool,
+/// A thought (or message) in the window. Written as an array in field order (see
+/// `changelog::state::content`); fields are crate-visible for it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Thought {
+    pub(crate) step: u64,
+    pub(crate) key: u64,
+    pub(crate) sig: Signature,
+    pub(crate) rich: bool,
     /// The run's information count when the thought was seen, in 32 bits (saturating), so a
     /// thought takes 56 bytes, not 64: runs do not reach four billion novel outputs, and one
     /// that did would only stop matching thoughts as repeats (see [`same_info`]).
-    #[serde(deserialize_with = "saturating_u32")]
-    novel_at: u32,
+    pub(crate) novel_at: u32,
     /// [`ANSWERED`], [`MESSAGE`], [`IDLE`]; records written before monologues were judged
     /// hold none (their streaks start over).
-    #[serde(default)]
-    flags: u8,
+    pub(crate) flags: u8,
 }
 
 /// A tool call or new input (a user step, a handoff) came after this step: a monologue streak
@@ -100,40 +96,23 @@ const MESSAGE: u8 = 2;
 /// A message that said nothing new in its streak.
 const IDLE: u8 = 4;
 
-fn saturating_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    Ok(u32::try_from(u64::deserialize(d)?).unwrap_or(u32::MAX))
-}
-
 /// Whether a thought was seen at information count `info`; never past 32 bits.
-fn same_info(t: &Thought, info: u64) -> bool {
+pub(crate) fn same_info(t: &Thought, info: u64) -> bool {
     t.novel_at != u32::MAX && u64::from(t.novel_at) == info
 }
 
-impl Serialize for Thought {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (
-            &self.step,
-            &self.key,
-            self.sig.as_slice(),
-            &self.rich,
-            &self.novel_at,
-            &self.flags,
-        )
-            .serialize(s)
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// Record shape in `changelog::state::content`; fields are crate-visible for it.
+#[derive(Debug, Clone, Default)]
 pub struct ContentState {
-    thoughts: VecDeque<Thought>,
+    pub(crate) thoughts: VecDeque<Thought>,
     /// Nearly always empty: thin (8 bytes inline, no allocation while empty), and freed when
     /// a streak ends, so the boxed state of most runs is 64 bytes, not 80.
-    empty_streak: ThinVec<u64>,
-    empty_novel_at: u64,
+    pub(crate) empty_streak: ThinVec<u64>,
+    pub(crate) empty_novel_at: u64,
     /// Messages unlike any recent one: in a conversation a new message is new information,
     /// just as a new tool output is.
-    novel_messages: u64,
-    latch: Latch,
+    pub(crate) novel_messages: u64,
+    pub(crate) latch: Latch,
 }
 
 // Boxed for most runs (they have thoughts): 64 bytes is an allocator size class, 80 the next.
@@ -580,21 +559,9 @@ mod tests {
         d.step_through(cfg, &s)
     }
 
-    /// A thought keeps its information count in 32 bits: counts that fit compare exactly, and
-    /// one past them (only a record could hold it) saturates and matches no count.
+    /// Thoughts are most of a run's window: 56 bytes each (see [`Thought::novel_at`]).
     #[test]
-    fn information_counts_past_32_bits_match_nothing() {
-        let sig = vec![0u8; crate::engine::text::MINHASH_K];
-        let read = |n: u64| -> Thought {
-            serde_json::from_value(serde_json::json!([7, 9, sig, true, n])).unwrap()
-        };
-        let t = read(5);
-        assert!(same_info(&t, 5) && !same_info(&t, 6));
-        let t = read(u64::from(u32::MAX) - 1);
-        assert!(same_info(&t, u64::from(u32::MAX) - 1));
-        let t = read(1 << 40);
-        assert_eq!(t.novel_at, u32::MAX);
-        assert!(!same_info(&t, 1 << 40) && !same_info(&t, u64::from(u32::MAX)));
+    fn a_thought_takes_56_bytes() {
         assert_eq!(std::mem::size_of::<Thought>(), 56);
     }
 

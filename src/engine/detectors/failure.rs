@@ -49,24 +49,26 @@ impl Default for FailureConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Streak {
-    tool: u64,
-    error: u64,
-    class: FailClass,
-    count: u32,
-    steps: VecDeque<u64>,
-    inputs: Vec<u64>,
-    novel_at: u64,
-    last: u64,
+/// Record shape in `changelog::state::failure`; fields are crate-visible for it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Streak {
+    pub(crate) tool: u64,
+    pub(crate) error: u64,
+    pub(crate) class: FailClass,
+    pub(crate) count: u32,
+    pub(crate) steps: VecDeque<u64>,
+    pub(crate) inputs: Vec<u64>,
+    pub(crate) novel_at: u64,
+    pub(crate) last: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Record shape in `changelog::state::failure`; fields are crate-visible for it.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FailureState {
     /// Sorted vectors, not B-trees: a B-tree node holding one streak costs over a kilobyte.
-    by_op: VecMap<u64, Streak>,
-    by_error: VecMap<u64, Streak>,
-    latch: Latch,
+    pub(crate) by_op: VecMap<u64, Streak>,
+    pub(crate) by_error: VecMap<u64, Streak>,
+    pub(crate) latch: Latch,
 }
 
 const CAP: usize = 64;

@@ -5,9 +5,7 @@
 //! (exact after normalisation, or near-identical for short messages), so a writer↔reviewer
 //! exchange whose drafts and reviews move on stays quiet.
 use super::{hex64, push_bounded, Finding, Latch, Lazy, Levels, StepView};
-use crate::engine::text::{
-    feature_sig, key64, normalize_message, signature_from, similarity, NameKeys, Signature,
-};
+use crate::engine::text::{feature_sig, key64, normalize_message, similarity, NameKeys, Signature};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
 use std::num::NonZeroU64;
@@ -37,89 +35,34 @@ impl Default for HandoffConfig {
     }
 }
 
-/// Written as an array in field order (read from that or from the object of version 1
-/// records): the changelog then repeats no field names for every window entry.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-struct Handoff {
-    step: u64,
-    from: u64,
-    to: u64,
-    payload: u64,
-    short: bool,
-    /// Short payloads only (boxed: the others carry a pointer, not 32 bytes); written as an
-    /// empty list for the others.
-    #[serde(deserialize_with = "short_sig")]
-    sig: Option<Box<Signature>>,
-}
-
-/// Records write an empty list for a payload without a signature.
-fn short_sig<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<Signature>>, D::Error> {
-    let v = Vec::<u64>::deserialize(d)?;
-    Ok((!v.is_empty()).then(|| Box::new(signature_from(v))))
-}
-
-impl Serialize for Handoff {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (
-            &self.step,
-            &self.from,
-            &self.to,
-            &self.payload,
-            &self.short,
-            self.sig.as_ref().map_or(&[][..], |s| s.as_slice()),
-        )
-            .serialize(s)
-    }
+/// One handoff of the window. Written as an array in field order (see
+/// `changelog::state::handoff`); fields are crate-visible for it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Handoff {
+    pub(crate) step: u64,
+    pub(crate) from: u64,
+    pub(crate) to: u64,
+    pub(crate) payload: u64,
+    pub(crate) short: bool,
+    /// Short payloads only (boxed: the others carry a pointer, not 32 bytes).
+    pub(crate) sig: Option<Box<Signature>>,
 }
 
 /// Every step of a run with named agents sets `last_agent`; the cycle history and latch exist
-/// only in multi-agent runs, so they are boxed on first use. Serialised as one flat object.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(from = "HandoffRecord")]
+/// only in multi-agent runs, so they are boxed on first use. Recorded as one flat object (see
+/// `changelog::state::handoff`); fields are crate-visible for it.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct HandoffState {
     /// Non-zero so that the option takes 8 bytes, not 16 ([`agent_key`] is never zero).
-    last_agent: Option<NonZeroU64>,
-    cycles: Lazy<Cycles>,
+    pub(crate) last_agent: Option<NonZeroU64>,
+    pub(crate) cycles: Lazy<Cycles>,
 }
 
+/// Fields are crate-visible for `changelog::state`.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Cycles {
-    hist: VecDeque<Handoff>,
-    latch: Latch,
-}
-
-#[derive(Deserialize)]
-struct HandoffRecord {
-    last_agent: Option<u64>,
-    hist: VecDeque<Handoff>,
-    latch: Latch,
-}
-
-impl From<HandoffRecord> for HandoffState {
-    fn from(r: HandoffRecord) -> Self {
-        let mut cycles = Lazy::default();
-        cycles.with(|c: &mut Cycles| {
-            c.hist = r.hist;
-            c.latch = r.latch;
-        });
-        Self {
-            last_agent: r.last_agent.map(nonzero),
-            cycles,
-        }
-    }
-}
-
-impl Serialize for HandoffState {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let empty = Cycles::default();
-        let c = self.cycles.get().unwrap_or(&empty);
-        let mut st = s.serialize_struct("HandoffState", 3)?;
-        st.serialize_field("last_agent", &self.last_agent)?;
-        st.serialize_field("hist", &c.hist)?;
-        st.serialize_field("latch", &c.latch)?;
-        st.end()
-    }
+pub(crate) struct Cycles {
+    pub(crate) hist: VecDeque<Handoff>,
+    pub(crate) latch: Latch,
 }
 
 /// `key64("agent", name)`: memoised, as every step of a multi-agent run names its agent.
@@ -129,7 +72,7 @@ fn agent_key(name: &str, names: &mut NameKeys) -> u64 {
     names.get("agent", name).max(1)
 }
 
-fn nonzero(k: u64) -> NonZeroU64 {
+pub(crate) fn nonzero(k: u64) -> NonZeroU64 {
     NonZeroU64::new(k).unwrap_or(NonZeroU64::MIN)
 }
 
@@ -272,23 +215,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn agent_keys_fit_a_nonzero_slot_and_records_keep_them() {
+    fn agent_keys_fit_a_nonzero_slot() {
         assert_eq!(nonzero(0), NonZeroU64::MIN);
-        let k = agent_key("planner", &mut NameKeys::default());
-        let state = HandoffState {
-            last_agent: Some(nonzero(k)),
-            cycles: Lazy::default(),
-        };
-        let json = serde_json::to_value(&state).ok();
-        assert_eq!(
-            json,
-            Some(serde_json::json!({"last_agent": k, "hist": [], "latch": {"fired": {}}}))
-        );
-        let back = json.and_then(|j| serde_json::from_value::<HandoffState>(j).ok());
-        assert_eq!(back, Some(state));
-        // A zero key (in a record, never from `agent_key`) restores as the key it now stands for.
-        let zero = serde_json::json!({"last_agent": 0, "hist": [], "latch": {"fired": {}}});
-        let r = serde_json::from_value::<HandoffState>(zero).ok();
-        assert_eq!(r.and_then(|r| r.last_agent), Some(NonZeroU64::MIN));
+        assert_ne!(agent_key("planner", &mut NameKeys::default()), 0);
     }
 }

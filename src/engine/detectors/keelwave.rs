@@ -6,7 +6,6 @@ use super::{grow_exact_thin, Finding, VecMap};
 use crate::contract::{Severity, Step};
 use crate::engine::fingerprint::StepFingerprints;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use thin_vec::ThinVec;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,17 +27,17 @@ impl Default for KeelwaveConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(from = "KeelwaveRecord")]
+/// Record shape in `changelog::state::keelwave`; fields are crate-visible for it.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct KeelwaveState {
-    first: First,
+    pub(crate) first: First,
 }
 
 /// First 8 bytes of the fingerprint -> first step index, in fingerprint order (8 bytes of
 /// prefix instead of a 64-char hex string; a 64-bit prefix collision is negligible at 4096
 /// entries).
 #[derive(Debug, Clone)]
-enum First {
+pub(crate) enum First {
     /// While every step kept fits in 32 bits (every real run's): 12 bytes an entry, as
     /// (prefix high, prefix low, step) words, where a (u64, u64) pair takes 16.
     Narrow(ThinVec<[u32; 3]>),
@@ -80,7 +79,7 @@ impl First {
     }
 
     /// Keeps `step` as `key`'s first, unless it has one.
-    fn insert(&mut self, key: u64, step: u64) {
+    pub(crate) fn insert(&mut self, key: u64, step: u64) {
         if let First::Narrow(v) = self {
             let Err(at) = v.binary_search_by_key(&key, narrow_key) else {
                 return;
@@ -98,7 +97,7 @@ impl First {
     }
 
     /// (prefix, first step), in prefix order.
-    fn entries(&self) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
+    pub(crate) fn entries(&self) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
         match self {
             First::Narrow(v) => Box::new(v.iter().map(|e| (narrow_key(e), u64::from(e[2])))),
             First::Wide(m) => Box::new(m.iter().map(|(k, s)| (*k, *s))),
@@ -115,60 +114,8 @@ impl PartialEq for First {
     }
 }
 
-/// Records hold `first` as a map and `fired`, as they did before the forms existed.
-impl Serialize for KeelwaveState {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        struct Map<'a>(&'a First);
-        impl Serialize for Map<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_map(self.0.entries())
-            }
-        }
-        let mut st = s.serialize_struct("KeelwaveState", 2)?;
-        st.serialize_field("first", &Map(&self.first))?;
-        st.serialize_field("fired", &matches!(self.first, First::Fired))?;
-        st.end()
-    }
-}
-
-/// What a record holds, including `first_seen` (hex keys) from records written before `first`
-/// existed: converted on reading, so the state carries no field for them.
-#[derive(Deserialize)]
-struct KeelwaveRecord {
-    #[serde(default)]
-    first: VecMap<u64, u64>,
-    #[serde(default)]
-    fired: bool,
-    /// Last: binary records (fields by position) hold only the two above.
-    #[serde(default)]
-    first_seen: BTreeMap<String, u64>,
-}
-
-impl From<KeelwaveRecord> for KeelwaveState {
-    fn from(r: KeelwaveRecord) -> Self {
-        // Records written before a fired run dropped its fingerprints still hold them.
-        if r.fired {
-            return Self {
-                first: First::Fired,
-            };
-        }
-        let mut first = First::default();
-        for (k, step) in r.first.iter() {
-            first.insert(*k, *step);
-        }
-        for (hexkey, step) in r.first_seen {
-            if let Ok(b) = hex::decode(&hexkey) {
-                if let Ok(fp) = <[u8; 32]>::try_from(b.as_slice()) {
-                    first.insert(prefix(&fp), step);
-                }
-            }
-        }
-        Self { first }
-    }
-}
-
-fn prefix(fp: &[u8; 32]) -> u64 {
+/// The 8-byte prefix a fingerprint is kept by.
+pub(crate) fn prefix(fp: &[u8; 32]) -> u64 {
     u64::from_be_bytes([fp[0], fp[1], fp[2], fp[3], fp[4], fp[5], fp[6], fp[7]])
 }
 
@@ -218,8 +165,7 @@ mod tests {
     use crate::engine::detectors::view::tests::step;
     use crate::engine::detectors::DetectorConfig;
 
-    /// Only the first duplicate marks a run; after it no fingerprint is kept, and a record of
-    /// a fired run that still lists some (written before) restores without them.
+    /// Only the first duplicate marks a run; after it no fingerprint is kept.
     #[test]
     fn a_fired_run_keeps_no_fingerprints() {
         let (cfg, dcfg) = (KeelwaveConfig::default(), DetectorConfig::default());
@@ -241,15 +187,9 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].step_indices, vec![0, 2]);
         assert_eq!(st.first, First::Fired);
-        let r: KeelwaveState =
-            serde_json::from_str(r#"{"first":{"1":0,"2":1},"fired":true}"#).unwrap();
-        assert_eq!(r.first, First::Fired);
-        let r: KeelwaveState =
-            serde_json::from_str(r#"{"first":{"1":0,"2":1},"fired":false}"#).unwrap();
-        assert_eq!(r.first.len(), 2);
     }
 
-    /// Steps past 32 bits widen the map, exactly; records are the same map in either form.
+    /// Steps past 32 bits widen the map, exactly; both forms of the same entries are equal.
     #[test]
     fn steps_past_32_bits_are_kept_whole() {
         let (cfg, dcfg) = (KeelwaveConfig::default(), DetectorConfig::default());
@@ -268,28 +208,13 @@ mod tests {
         // The duplicate of the wide step reports it exactly.
         let mut s = step("search", r#"{"a":1}"#, "null", Some(true));
         s.step_index = u64::MAX;
-        let mut back: KeelwaveState =
-            serde_json::from_value(serde_json::to_value(&st).unwrap()).unwrap();
-        assert_eq!(back, st);
-        back.on_step(&cfg, &s, &dcfg.canonical(&s).fps, &mut out);
+        st.on_step(&cfg, &s, &dcfg.canonical(&s).fps, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].step_indices, vec![u64::from(u32::MAX) + 9, u64::MAX]);
-        // Narrow and wide forms of the same entries are equal and written alike.
+        // Narrow and wide forms of the same entries are equal.
         let mut narrow = First::default();
         narrow.insert(3, 1);
         let wide = First::Wide([(3, 1)].into_iter().collect());
         assert_eq!(narrow, wide);
-        let (n, w) = (
-            KeelwaveState { first: narrow },
-            KeelwaveState { first: wide },
-        );
-        assert_eq!(
-            serde_json::to_string(&n).ok(),
-            serde_json::to_string(&w).ok()
-        );
-        assert_eq!(
-            serde_json::to_string(&n).ok().as_deref(),
-            Some(r#"{"first":{"3":1},"fired":false}"#)
-        );
     }
 }

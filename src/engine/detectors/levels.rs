@@ -5,7 +5,6 @@
 use super::compact::grow_exact_thin;
 use crate::contract::Severity;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use thin_vec::ThinVec;
 
 /// warn / alert / stop counts; 0 disables that level.
@@ -60,10 +59,11 @@ impl Levels {
 ///
 /// Kept as a sorted thin vector (8 bytes inline, nothing on the heap while empty): seven
 /// detectors have one per open run, nearly all of them empty, and entries change only when a
-/// finding fires or re-arms. Serialised like a `BTreeMap` under `fired`, as before.
+/// finding fires or re-arms. Recorded like a `BTreeMap` under `fired`, as before (see
+/// `changelog::state::containers`). Fields are crate-visible for `changelog::state`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Latch {
-    fired: ThinVec<(u64, Severity)>,
+    pub(crate) fired: ThinVec<(u64, Severity)>,
 }
 
 impl Latch {
@@ -119,34 +119,6 @@ impl Latch {
 
     pub fn keys(&self) -> Vec<u64> {
         self.fired.iter().map(|(k, _)| *k).collect()
-    }
-}
-
-impl Serialize for Latch {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        struct Fired<'a>(&'a [(u64, Severity)]);
-        impl Serialize for Fired<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
-            }
-        }
-        use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Latch", 1)?;
-        st.serialize_field("fired", &Fired(&self.fired[..]))?;
-        st.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for Latch {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Record {
-            fired: BTreeMap<u64, Severity>,
-        }
-        let r = Record::deserialize(d)?;
-        Ok(Self {
-            fired: r.fired.into_iter().collect(),
-        })
     }
 }
 

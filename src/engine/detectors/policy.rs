@@ -27,40 +27,13 @@ impl Default for PolicyConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Record shape in `changelog::state::policy`; fields are crate-visible for it.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PolicyState {
-    /// Detector names are static; one read from a record is mapped back to its static name, so
-    /// entries own no string (only a name this version does not know would).
-    #[serde(deserialize_with = "static_names")]
-    recent: VecDeque<(Cow<'static, str>, u64)>,
-}
-
-const DETECTORS: [&str; 10] = [
-    "repeated_operation",
-    "no_progress",
-    "repeated_failure",
-    "cycle",
-    "near_duplicate",
-    "handoff_cycle",
-    "content_repetition",
-    "context_pressure",
-    "keelwave_fingerprint",
-    "budget",
-];
-
-fn static_names<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<VecDeque<(Cow<'static, str>, u64)>, D::Error> {
-    let v = VecDeque::<(String, u64)>::deserialize(d)?;
-    Ok(v.into_iter()
-        .map(|(n, s)| {
-            let name = match DETECTORS.iter().find(|d| **d == n) {
-                Some(d) => Cow::Borrowed(*d),
-                None => Cow::Owned(n),
-            };
-            (name, s)
-        })
-        .collect())
+    /// Detector names are static; one read from a record is mapped back to its static name (see
+    /// `changelog::state::policy`), so entries own no string (only a name this version does not
+    /// know would).
+    pub(crate) recent: VecDeque<(Cow<'static, str>, u64)>,
 }
 
 impl PolicyState {

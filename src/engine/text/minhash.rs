@@ -47,7 +47,7 @@ pub fn truncate(full: &[u32; MINHASH_K]) -> Signature {
 }
 
 /// Reads a signature written with 32-bit slots (records of versions 1 and 2), 16-bit ones
-/// (version 3) or bytes: the low byte of any of them is the stored slot. Any length is
+/// (version 3) or bytes (`changelog::state::signature` reads records with it): the low byte of any of them is the stored slot. Any length is
 /// accepted, as earlier versions did: surplus slots are dropped and missing ones read as an
 /// empty set's, so a malformed record restores instead of failing.
 pub fn signature_from(values: impl IntoIterator<Item = u64>) -> Signature {
@@ -56,15 +56,6 @@ pub fn signature_from(values: impl IntoIterator<Item = u64>) -> Signature {
         *slot = v as u8;
     }
     sig
-}
-
-/// Serde `deserialize_with` for a [`Signature`] field of a record (written as its list of
-/// slots): reads either slot width (see [`signature_from`]).
-pub fn deserialize_signature<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Signature, D::Error> {
-    use serde::Deserialize;
-    Ok(signature_from(Vec::<u64>::deserialize(d)?))
 }
 
 /// [`minhash_of`] into `sig`, without allocating.
@@ -137,30 +128,6 @@ mod tests {
             assert!(estimate(same) <= f64::from(same) / MINHASH_K as f64);
             assert!(estimate(same) > estimate(same - 1));
         }
-    }
-
-    #[test]
-    fn signatures_read_from_either_slot_width() {
-        let mut full = [0u32; MINHASH_K];
-        minhash_into(&mut full, &[1, 2, 3, 0xdead_beef]);
-        let old = serde_json::to_string(&full.to_vec()).unwrap();
-        assert!(
-            full.iter().any(|&x| x > u32::from(u16::MAX)),
-            "a 32-bit record"
-        );
-        let mut de = serde_json::Deserializer::from_str(&old);
-        let read = deserialize_signature(&mut de).unwrap();
-        assert_eq!(read, minhash_of(&[1, 2, 3, 0xdead_beef]));
-        // Version 3 records: 16-bit slots.
-        let v3 = serde_json::to_string(&full.map(|x| x as u16).to_vec()).unwrap();
-        let mut de = serde_json::Deserializer::from_str(&v3);
-        assert_eq!(deserialize_signature(&mut de).unwrap(), read);
-        let buf = serde_json::to_vec(read.as_slice()).unwrap();
-        let mut de = serde_json::Deserializer::from_slice(&buf);
-        assert_eq!(deserialize_signature(&mut de).unwrap(), read);
-        // A malformed record's signature restores (as an empty set's past its end).
-        assert_eq!(signature_from([]), minhash_of(&[]));
-        assert_eq!(signature_from([5; 40])[MINHASH_K - 1], 5);
     }
 
     proptest::proptest! {

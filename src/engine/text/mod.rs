@@ -28,8 +28,7 @@ pub use features::{feature_hashes, feature_sig, message_feature_hashes};
 pub use fnv::fnv64;
 pub use keys::{key64, NameKeys};
 pub use minhash::{
-    deserialize_signature, estimate, minhash_into, minhash_of, signature_from, similarity,
-    truncate, Signature, MINHASH_K,
+    estimate, minhash_into, minhash_of, signature_from, similarity, truncate, Signature, MINHASH_K,
 };
 pub use normalize::{contains_ci, normalize_error, normalize_message};
 pub use tokens::{ascii_tokens, Words};

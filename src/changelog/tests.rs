@@ -257,53 +257,11 @@ fn version_5_records_are_frozen() {
         assert_eq!(rec.offset, Some(7));
         assert_eq!(rec.state.as_ref(), Some(want), "{key:?}");
         let (_, again) = encode(&Change::Upsert(key.clone(), want), 7);
-        assert!(again.as_deref() == Some(&value[..]), "{key:?} encodes differently");
+        assert!(
+            again.as_deref() == Some(&value[..]),
+            "{key:?} encodes differently"
+        );
         checked += 1;
     }
     assert_eq!(checked, 50);
-}
-
-// TEMPORARY (refactor check, removed before landing): EDDY_WRITE_V5=path [EDDY_V5_FULL=1]
-#[test]
-fn zz_write_v5_fixture() {
-    use std::fmt::Write;
-    let Ok(path) = std::env::var("EDDY_WRITE_V5") else {
-        return;
-    };
-    let mut out = String::new();
-    let mut add = |runs: Vec<(RunKey, RunState)>| {
-        let mut runs = runs;
-        runs.sort_by(|a, b| (&a.0.project_id, &a.0.run_id).cmp(&(&b.0.project_id, &b.0.run_id)));
-        for (k, s) in &runs {
-            let (key, v) = encode(&Change::Upsert(k.clone(), s), 7);
-            let hex: String = v.unwrap().iter().fold(String::new(), |mut h, b| {
-                let _ = write!(h, "{b:02x}");
-                h
-            });
-            let _ = writeln!(out, "{}\t{}", String::from_utf8(key).unwrap(), hex);
-        }
-    };
-    let full = std::env::var("EDDY_V5_FULL").is_ok();
-    let n = if full { usize::MAX } else { 30 };
-    add(open_runs(corpus(), n));
-    add(open_runs_of(
-        include_str!("../../tests/corpus_heldout/events.jsonl"),
-        if full { usize::MAX } else { 20 },
-        false,
-    ));
-    if full {
-        let sim = crate::simulate::SimulateArgs {
-            runs: 600,
-            seed: 11,
-            unfinished_rate: 1.0,
-            ..Default::default()
-        };
-        let events: String = crate::simulate::generate(&sim)
-            .into_iter()
-            .map(|(_, _, line)| line + "\n")
-            .collect();
-        add(open_runs(&events, usize::MAX));
-        add(open_runs_of(&events, usize::MAX, false));
-    }
-    std::fs::write(path, out).unwrap();
 }

@@ -2,7 +2,7 @@
 //! versions 1 to 4, also carry the counts (the run's own, which count the same things);
 //! reading ignores them.
 use crate::engine::detectors::budget::BudgetState;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "BudgetState", rename = "BudgetState")]
@@ -12,14 +12,4 @@ struct BudgetStateDef {
     fired: u8,
 }
 
-impl Serialize for BudgetState {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        BudgetStateDef::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for BudgetState {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        BudgetStateDef::deserialize(d)
-    }
-}
+through_remote!(BudgetState, BudgetStateDef);

@@ -4,7 +4,7 @@
 use crate::contract::Severity;
 use crate::engine::detectors::{Latch, Lazy, VecMap};
 use crate::engine::seen::SeenSteps;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
@@ -74,17 +74,7 @@ struct SeenStepsDef {
     ranges: SmallVec<[(u64, u64); 1]>,
 }
 
-impl Serialize for SeenSteps {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        SeenStepsDef::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for SeenSteps {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        SeenStepsDef::deserialize(d)
-    }
-}
+through_remote!(SeenSteps, SeenStepsDef);
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,7 @@ use super::signature::deserialize_signature;
 use crate::engine::detectors::content::{ContentState, Thought};
 use crate::engine::detectors::Latch;
 use crate::engine::text::Signature;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::VecDeque;
 use thin_vec::ThinVec;
 
@@ -59,17 +59,7 @@ struct ContentStateDef {
     latch: Latch,
 }
 
-impl Serialize for ContentState {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        ContentStateDef::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for ContentState {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        ContentStateDef::deserialize(d)
-    }
-}
+through_remote!(ContentState, ContentStateDef);
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@ use super::detectors::Members;
 use crate::engine::detectors::context::{ContextState, Samples, Stale};
 use crate::engine::detectors::history::{Call, History, CONTEXT};
 use crate::engine::detectors::Latch;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// [`Stale`] as records hold it (8 bytes in memory, a struct of its fields here).
@@ -19,17 +19,7 @@ struct StaleDef {
     compaction_mark: u16,
 }
 
-impl Serialize for Stale {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        StaleDef::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Stale {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        StaleDef::deserialize(d)
-    }
-}
+through_remote!(Stale, StaleDef);
 
 /// Written as the (step, tokens) pairs the samples hold, whichever form holds them.
 impl Serialize for Samples {

@@ -2,7 +2,7 @@
 //! and by error, and its latch.
 use crate::engine::detectors::failure::{FailureState, Streak};
 use crate::engine::detectors::{FailClass, Latch, VecMap};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 #[derive(Serialize, Deserialize)]
@@ -18,17 +18,7 @@ struct StreakDef {
     last: u64,
 }
 
-impl Serialize for Streak {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        StreakDef::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Streak {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        StreakDef::deserialize(d)
-    }
-}
+through_remote!(Streak, StreakDef);
 
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "FailureState", rename = "FailureState")]
@@ -38,14 +28,16 @@ struct FailureStateDef {
     latch: Latch,
 }
 
-impl Serialize for FailureState {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        FailureStateDef::serialize(self, s)
-    }
+through_remote!(FailureState, FailureStateDef);
+
+/// Written by name, in snake case.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "FailClass", rename = "FailClass", rename_all = "snake_case")]
+enum FailClassDef {
+    Permanent,
+    Retryable,
+    Recoverable,
+    Other,
 }
 
-impl<'de> Deserialize<'de> for FailureState {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        FailureStateDef::deserialize(d)
-    }
-}
+through_remote!(FailClass, FailClassDef);

@@ -2,7 +2,7 @@
 //! `changelog::json`). Empty jump and behind lists are left out; the ended runs are not in it
 //! (each is its own changelog marker, written as the run ends), and read back empty.
 use crate::engine::PartitionMeta;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 #[derive(Serialize, Deserialize)]
@@ -20,14 +20,4 @@ struct PartitionMetaDef {
     ended: VecDeque<crate::contract::RunKey>,
 }
 
-impl Serialize for PartitionMeta {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        PartitionMetaDef::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for PartitionMeta {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        PartitionMetaDef::deserialize(d)
-    }
-}
+through_remote!(PartitionMeta, PartitionMetaDef);

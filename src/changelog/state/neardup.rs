@@ -138,3 +138,16 @@ impl Serialize for Ser<'_> {
         st.end()
     }
 }
+
+/// Written by name, in snake case.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "OutKind", rename = "OutKind", rename_all = "snake_case")]
+enum OutKindDef {
+    NoTool,
+    Failure,
+    Empty,
+    Ack,
+    Data,
+}
+
+through_remote!(OutKind, OutKindDef);

@@ -1,7 +1,7 @@
 //! The policy layer's state ([`PolicyState`]): the recent corroborating findings, as (detector
 //! name, step) pairs.
 use crate::engine::detectors::policy::PolicyState;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
@@ -14,17 +14,7 @@ struct PolicyStateDef {
     recent: VecDeque<(Cow<'static, str>, u64)>,
 }
 
-impl Serialize for PolicyState {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        PolicyStateDef::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for PolicyState {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        PolicyStateDef::deserialize(d)
-    }
-}
+through_remote!(PolicyState, PolicyStateDef);
 
 /// The names detectors report under (`Finding::detector`).
 const DETECTORS: [&str; 10] = [

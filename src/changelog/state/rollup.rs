@@ -1,7 +1,7 @@
 //! A run's open rollup minute ([`Minute`]), as its run state records it. Every field but the
 //! bucket has a default: records written before a field existed read without it.
 use crate::engine::rollup::Minute;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "Minute", rename = "Minute")]
@@ -27,14 +27,4 @@ struct MinuteDef {
     caught_after_steps: Option<u64>,
 }
 
-impl Serialize for Minute {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        MinuteDef::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Minute {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        MinuteDef::deserialize(d)
-    }
-}
+through_remote!(Minute, MinuteDef);

@@ -75,8 +75,8 @@ impl<'de> Deserialize<'de> for RunState {
     }
 }
 
-/// Written as a derived `Serialize` would, except that the detectors' budget state writes
-/// this run's counts (it keeps none of its own).
+/// Written as a derived `Serialize` of [`RunStateIn`] would: the presence bits in `set` become
+/// options again, and an absent open minute is no field at all.
 impl Serialize for RunState {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;

@@ -10,10 +10,8 @@ use crate::engine::detectors::{DetectorConfig, ToolPolicy};
 use crate::engine::json::Json;
 use crate::engine::memo::Memo;
 use crate::engine::text::{ascii_tokens, key64, normalize_error, Words};
-use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailClass {
     /// auth, permission, not found, invalid/schema, unknown tool: retrying cannot help.
     Permanent,

@@ -2,11 +2,9 @@
 //! search answered again is not progress; an acknowledgement carries nothing to compare.
 use super::lexicon::{ACK_WORDS, EMPTY_PREFIXES};
 use crate::engine::json::Json;
-use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutKind {
     /// Not a tool step.
     NoTool,

@@ -1,6 +1,6 @@
 //! The cycle detector's record: its latch and its window of legs, written from the run's
 //! shared history and read back into it.
-use super::detectors::Members;
+use super::window::Members;
 use crate::engine::detectors::cycle::CycleState;
 use crate::engine::detectors::history::{Call, History, CYCLE};
 use crate::engine::detectors::Latch;

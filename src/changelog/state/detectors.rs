@@ -3,7 +3,7 @@
 //! detector's own window (written from the history by each detector's `Ser`, read into it by
 //! its `Record`), so they are what they were before the history was shared.
 use super::{context, cycle, neardup, repeat, stall};
-use crate::engine::detectors::history::{Call, History};
+use crate::engine::detectors::history::History;
 use crate::engine::detectors::{budget, content, failure, handoff, keelwave, policy};
 use crate::engine::detectors::{context::ContextState, Lazy, Progress, RunDetectors};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -80,19 +80,5 @@ impl Serialize for RunDetectors {
         st.serialize_field("budget", &d.budget)?;
         st.serialize_field("policy", &d.policy)?;
         st.end()
-    }
-}
-
-/// One detector's window as a record writes it: `bit`'s calls, oldest first, each written as
-/// `entry` makes it (the detectors' `Ser` types keep their record layouts this way).
-pub(super) struct Members<'a, F>(pub(super) &'a History, pub(super) u8, pub(super) F);
-
-impl<F, T> Serialize for Members<'_, F>
-where
-    F: Fn(&Call) -> T,
-    T: Serialize,
-{
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.members(self.1).map(|c| (self.2)(&c)))
     }
 }

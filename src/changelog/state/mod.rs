@@ -42,3 +42,4 @@ mod rollup;
 mod run;
 mod signature;
 mod stall;
+mod window;

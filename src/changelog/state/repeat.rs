@@ -1,6 +1,6 @@
 //! The repeated-operation detector's record: its latch and its window of calls, written from
 //! the run's shared history and read back into it.
-use super::detectors::Members;
+use super::window::Members;
 use crate::engine::detectors::history::{Call, History, REPEAT};
 use crate::engine::detectors::repeat::RepeatState;
 use crate::engine::detectors::Latch;

@@ -1,6 +1,6 @@
 //! The no-progress detector's record: its latch and its window of (step, action, output),
 //! written from the run's shared history and read back into it.
-use super::detectors::Members;
+use super::window::Members;
 use crate::engine::detectors::history::{Call, History, STALL};
 use crate::engine::detectors::stall::StallState;
 use crate::engine::detectors::Latch;

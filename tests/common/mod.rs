@@ -75,12 +75,25 @@ pub async fn endpoints() -> Endpoints {
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// When this test process started (seconds since the epoch): with the process id, unique to
+/// this run. Process ids alone wrap (at 32768 by default) and a broker's state outlives a run, so
+/// a later run could meet an earlier one's topics, committed offsets and changelog.
+fn run_stamp() -> u64 {
+    static STAMP: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *STAMP.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    })
+}
+
 /// A config with topics, group and database unique to this test, so tests run in parallel.
 pub fn test_config(ep: &Endpoints, name: &str) -> Config {
     let nonce = format!(
-        "{}_{}_{}",
+        "{}_{}_{}_{}",
         name,
         std::process::id(),
+        run_stamp(),
         SEQ.fetch_add(1, Ordering::SeqCst)
     );
     let mut cfg = Config::default();

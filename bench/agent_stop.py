@@ -10,15 +10,21 @@ It starts its own `eddy run` (fresh topics, group and database), and per offered
 child process that replays `eddy simulate`'s fleet onto the input topic at that many events/s
 (timestamps set to the send time, so the fleet is live traffic). Meanwhile agents run through
 eddy_agent: each emits a step every --interval-ms (distinct calls, then from step --loop-at on
-the same call with the same answer) and checks the guard before each tool call; while it waits
+a loop of its kind, see LOOP_KINDS) and checks the guard before each step; while it waits
 between steps it checks every millisecond, so the moment the verdict is seen is known to ~1 ms.
+The agents take the --kinds in turn (by default every kind, so the worker's default settings
+are measured on each).
 
 - latency: time from producing the step that eddy's stop verdict names (its step_index) to
   LoopDetected raised in the agent (one process, one monotonic clock);
-- waste: steps the agent executed after that step (0 when the verdict beats the next step).
+- waste: steps the agent executed after that step (0 when the verdict beats the next step);
+- steps from onset to stop: the stop verdict's step minus the step at which the loop became
+  evident (its onset, as `eddy eval` counts it: e.g. the third identical call; each kind says
+  where), per loop kind; how many steps the agent spends in a loop that is already plain.
 
 Per round: p50/p99 latency, p50/p99 waste over the round's agents; printed as min/median/max over
-the rounds. Nothing here asserts on timings.
+the rounds; then, pooled over all rounds and rates, the steps from onset to stop per loop kind.
+Nothing here asserts on timings.
 """
 import argparse
 import json
@@ -85,26 +91,120 @@ def fleet_child(args):
     print(json.dumps({"sent": sent, "secs": secs, "rate": sent / secs}), flush=True)
 
 
+# ---------------------------------------------------------------------------------- the loops
+# Each kind: (the loop's step k = 0, 1, ... as Emitter.step keyword arguments; the k at which a
+# careful reviewer would call it a loop, the onset). Shapes as tests/corpus*/gen.py write them.
+def _exact(k):
+    return dict(tool_name="web_search", tool_input={"q": "eddy release date"},
+                tool_output={"results": []}, tool_success=True)
+
+
+def _permanent(k):
+    return dict(tool_name="github_api", tool_input={"path": "/repos/acme/app/pulls"},
+                tool_output={"status": 401, "message": "Bad credentials"}, tool_success=False)
+
+
+def _pingpong(k):
+    branch = ["main", "feature/login"][k % 2]
+    return dict(tool_name="git_checkout", tool_input={"branch": branch},
+                tool_output={"ok": True, "head": ["a1b2c3d", "d4e5f6a"][k % 2]}, tool_success=True)
+
+
+_QUERIES = ["acme corp ceo name", "who is the ceo of acme corp", "name of the acme corp ceo",
+            "acme corp ceo", "current ceo of acme corp"]
+
+
+def _paraphrase(k):
+    return dict(tool_name="web_search", tool_input={"query": _QUERIES[k % len(_QUERIES)]},
+                tool_output={"results": []}, tool_success=True)
+
+
+def _monologue(k):
+    lines = ["Let me check the deployment configuration first.", "I'll look at the service logs now.",
+             "Now I'm going to verify the settings.", "Let me check the configuration again."]
+    return dict(step_type="message", content=lines[k % len(lines)])
+
+
+_PLAN = ["The dashboard shows stale numbers because the cache TTL is 24 hours; lowering the TTL for the revenue panel should make it refresh hourly.",
+         "Stale revenue figures come from the day-long cache TTL. If I set that panel's TTL to an hour, it will refresh often enough.",
+         "The root cause is the 24h cache on the revenue panel, so reducing its TTL to one hour fixes the staleness.",
+         "Revenue panel is stale since its cache lives a whole day; an hourly TTL on that panel is the fix I'll make."]
+
+
+def _restated_plan(k):
+    return dict(step_type="reasoning", content=_PLAN[k % len(_PLAN)])
+
+
+def _context(k):
+    got = 208310 - 2400 * k
+    return dict(tool_name="llm_call", tool_input={"model": "claude-sonnet-4", "messages": 180 - 2 * k},
+                tool_output={"type": "error", "error": {"type": "invalid_request_error",
+                                                        "message": f"prompt is too long: {got} tokens > 200000 maximum"}},
+                tool_success=False, tokens_in_context=got)
+
+
+def _headers(k):
+    return dict(tool_name="http_request",
+                tool_input={"method": "GET", "url": "https://api.github.com/repos/acme/ledger/issues"},
+                tool_output={"status": 200, "headers": {
+                    "Date": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime()),
+                    "ETag": f'W/"{uuid.uuid4().hex}"', "X-RateLimit-Remaining": str(4990 - k),
+                    "X-GitHub-Request-Id": uuid.uuid4().hex[:20].upper()},
+                    "body": [{"number": 4411, "title": "Ledger close called twice", "state": "open"}]},
+                tool_success=True)
+
+
+_COLUMNS = ["signup_date", "signupDate", "signup_day", "u.signup_date", "signup_ts"]
+
+
+def _refusal(k):
+    col = _COLUMNS[k % len(_COLUMNS)]
+    msg = f"Unrecognized name: {col} at [1:{8 + k % 5}]"
+    return dict(tool_name="bigquery_query",
+                tool_input={"query": f"SELECT {col}, COUNT(*) FROM `acme.analytics.users` GROUP BY 1"},
+                tool_output={"error": {"code": 400, "message": msg, "status": "INVALID_ARGUMENT",
+                                       "errors": [{"message": msg, "reason": "invalidQuery"}]}},
+                tool_success=False)
+
+
+LOOP_KINDS = {
+    # kind: (step k of the loop, onset k)
+    "exact": (_exact, 2),              # the third identical call
+    "permanent": (_permanent, 1),      # the second identical permanent failure
+    "pingpong": (_pingpong, 3),        # the end of the second round
+    "paraphrase": (_paraphrase, 2),    # the third reworded search finding nothing
+    "monologue": (_monologue, 2),      # the third message with nothing new
+    "restated_plan": (_restated_plan, 2),  # the third statement of one plan
+    "context": (_context, 2),          # the third context-window failure
+    "headers": (_headers, 2),          # the third same answer under new headers
+    "refusal": (_refusal, 2),          # the third refusal of a varied call
+}
+
+
 # ---------------------------------------------------------------------------------- the agents
 # run id -> when the guard's consumer thread took the stop (its on_stop callback)
 RECEIVED = {}
 
 
-def one_agent(eddy, guard, a, out, lock):
+def one_agent(eddy, guard, a, out, lock, kind):
     from eddy_agent import LoopDetected
 
+    loop, onset_k = LOOP_KINDS[kind]
     run = eddy.run_started(agent_name="bench-agent")
     sent = {}
     last = 0
     stop = raised_at = None
     try:
         for i in range(1, a.max_steps + 1):
-            guard.check(run)  # before each tool call
-            looping = i >= a.loop_at
-            q = "eddy release date" if looping else f"question {i}"
-            res = {"results": []} if looping else {"results": [f"answer {i}"]}
-            last = eddy.step(run, tool_name="web_search", tool_input={"q": q}, tool_output=res,
-                             tool_success=True, tool_latency_ms=2)
+            guard.check(run)  # before each step
+            if i >= a.loop_at:
+                step = loop(i - a.loop_at)
+            else:
+                step = dict(tool_name="web_search", tool_input={"q": f"question {i}"},
+                            tool_output={"results": [f"answer {i}"]}, tool_success=True)
+            if "tool_name" in step:
+                step["tool_latency_ms"] = 2
+            last = eddy.step(run, **step)
             sent[last] = time.monotonic()
             due = sent[last] + a.interval_ms / 1000
             while time.monotonic() < due:
@@ -115,11 +215,12 @@ def one_agent(eddy, guard, a, out, lock):
         stop = e
     eddy.run_finished(run, status="failed" if stop else "completed")
     guard.unwatch(run)
+    onset = a.loop_at + onset_k
     with lock:
         if stop is None or stop.step_index not in sent:
-            out.append({"stopped": False})
+            out.append({"stopped": False, "kind": kind})
         else:
-            out.append({"stopped": True,
+            out.append({"stopped": True, "kind": kind, "from_onset": stop.step_index - onset,
                         "latency_ms": (raised_at - sent[stop.step_index]) * 1000,
                         "pipeline_ms": (RECEIVED.get(run, raised_at) - sent[stop.step_index]) * 1000,
                         "waste": last - stop.step_index,
@@ -128,7 +229,8 @@ def one_agent(eddy, guard, a, out, lock):
 
 def agent_round(eddy, guard, a):
     out, lock = [], threading.Lock()
-    todo = list(range(a.agents))
+    kinds = a.kinds.split(",")
+    todo = [kinds[i % len(kinds)] for i in range(a.agents)]
     tlock = threading.Lock()
 
     def worker():
@@ -136,8 +238,8 @@ def agent_round(eddy, guard, a):
             with tlock:
                 if not todo:
                     return
-                todo.pop()
-            one_agent(eddy, guard, a, out, lock)
+                kind = todo.pop()
+            one_agent(eddy, guard, a, out, lock, kind)
 
     threads = [threading.Thread(target=worker) for _ in range(a.concurrency)]
     for t in threads:
@@ -185,6 +287,8 @@ def main():
     ap.add_argument("--concurrency", type=int, default=4, help="agents running at once")
     ap.add_argument("--interval-ms", type=int, default=50)
     ap.add_argument("--loop-at", type=int, default=5, help="step k at which an agent starts looping")
+    ap.add_argument("--kinds", default=",".join(LOOP_KINDS),
+                    help="loop kinds the agents take in turn (default: all): " + ", ".join(LOOP_KINDS))
     ap.add_argument("--max-steps", type=int, default=200)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--warmup-s", type=float, default=5)
@@ -202,7 +306,10 @@ def main():
     if a.fleet_child:
         return fleet_child(a)
     if a.smoke:
-        a.rates, a.rounds, a.agents, a.warmup_s = "1000", 1, 8, 3
+        a.rates, a.rounds, a.agents, a.warmup_s = "1000", 1, 2 * len(a.kinds.split(",")), 3
+    unknown = set(a.kinds.split(",")) - set(LOOP_KINDS)
+    if unknown:
+        sys.exit(f"unknown loop kinds {sorted(unknown)}: pick from {', '.join(LOOP_KINDS)}")
     try:
         from eddy_agent import Emitter, Guard
     except ImportError as e:
@@ -270,7 +377,7 @@ def main():
                        "waste_p50": pct(waste, 50), "waste_p99": pct(waste, 99),
                        "verdict_after_loop_start": statistics.median(
                            [o["verdict_step"] - a.loop_at for o in stopped]) if stopped else None,
-                       "lat": lat, "waste": waste}
+                       "lat": lat, "waste": waste, "agents_out": out}
                 rounds.append(row)
                 print(f"rate {rate}/s round {r + 1}: {len(stopped)}/{len(out)} stopped, latency p50 "
                       f"{row['p50_ms']:.1f} ms p99 {row['p99_ms']:.1f} ms max {row['max_ms']:.1f} ms "
@@ -325,6 +432,19 @@ def main():
         print(f"| {load} | all rounds pooled: {stopped}/{agents} stopped, latency p50 "
               f"{pct(lat, 50):.1f} / p99 {pct(lat, 99):.1f} ms, waste p50 {pct(waste, 50)} / "
               f"p99 {pct(waste, 99)} | | | |")
+
+    print()
+    print("| loop kind | agents | stopped | steps from onset to stop, median (p90) | "
+          "waste after the verdict's step, p50 (p99) |")
+    print("|---|---|---|---|---|")
+    everyone = [o for rounds, _ in results.values() for r in rounds for o in r["agents_out"]]
+    for kind in a.kinds.split(","):
+        mine = [o for o in everyone if o["kind"] == kind]
+        done = [o for o in mine if o["stopped"]]
+        steps = [o["from_onset"] for o in done]
+        waste = [o["waste"] for o in done]
+        print(f"| {kind} | {len(mine)} | {len(done)} | {pct(steps, 50)} ({pct(steps, 90)}) | "
+              f"{pct(waste, 50)} ({pct(waste, 99)}) |")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 #
 # Applies eddy's migrations to a scratch database (`eddy migrate`), fills steps / runs /
 # signals / rollup_minute with INSERT ... SELECT FROM numbers() (50 steps per run, 10 projects,
-# 100 agents, one run in five looping from step 20, 3 signals per looping run, runs started 3 s
+# 100 agents, one run in five looping from step 20, 3 signals per looping run, half the looping
+# runs steered at step 24 and half of those looping again, runs started 3 s
 # apart), then runs every query of the pack with `eddy query` REPEATS times and prints
 # min / median / max wall milliseconds: what an analyst waits for, process start included.
 # Reuses the data when the scratch database already holds STEPS steps.
@@ -53,14 +54,16 @@ SQL
 INSERT INTO $DB.runs (project_id, run_id, event_id, agent_name, started_at, ended_at, ended_ms,
     status, termination_reason, termination_reason_reported, loop_detected, has_loop_step_index,
     loop_step_index, loop_caught_step_index, signals, redeliveries, steps, tool_calls, tokens,
-    cost_usd, duration_ms, src_partition, src_offset)
+    cost_usd, duration_ms, src_partition, src_offset, steers, has_steered_step_index,
+    steered_step_index, steer_outcome)
 SELECT
     concat('proj-', toString(r % 10)), concat('run-', toString(r)), hex(SHA256(toString(r))),
     concat('agent-', toString(r % 100)), toDateTime($T0 + r * 3), toDateTime($T0 + r * 3 + 100),
     ($T0 + r * 3 + 100) * 1000, if(lp, 'failed', 'completed'), if(lp, 'loop_detected', 'clean'), 1,
     lp, lp, if(lp, 20, 0), if(lp, 23, 0), if(lp, 3, 0), 0, 50, 50, 20000, 0.1, 100000,
-    toInt32(r % 12), toInt64(r * 50 + 49)
-FROM (SELECT number AS r, r % 5 = 0 AS lp FROM numbers($RUNS))
+    toInt32(r % 12), toInt64(r * 50 + 49), st, st, if(st, 24, 0),
+    if(st, if(r % 20 = 0, 'looped_again', 'recovered'), '')
+FROM (SELECT number AS r, r % 5 = 0 AS lp, r % 10 = 0 AS st FROM numbers($RUNS))
 SQL
     ch <<SQL
 INSERT INTO $DB.signals (event_id, kind, project_id, run_id, agent_name, step_index, ts, ts_ms,
@@ -77,13 +80,15 @@ SQL
     ch <<SQL
 INSERT INTO $DB.rollup_minute (project_id, bucket, run_id, agent_name, runs_started, runs_ended,
     loop_runs, termination_reason, steps, tool_calls, errors, tokens, cost_usd, loop_steps,
-    loop_cost_usd, loops_caught, caught_after_steps, src_partition, src_offset)
+    loop_cost_usd, loops_caught, caught_after_steps, src_partition, src_offset, loops_counted,
+    steps_to_catch)
 SELECT
     concat('proj-', toString(r % 10)), toDateTime(intDiv($T0 + r * 3, 60) * 60 + m * 60),
     concat('run-', toString(r)), concat('agent-', toString(r % 100)), m = 0, m = 1,
     m = 1 AND r % 5 = 0, if(m = 1, if(r % 5 = 0, 'loop_detected', 'clean'), ''), 25, 25, 1,
     10000, 0.05, if(r % 5 = 0 AND m = 1, 25, 0), if(r % 5 = 0 AND m = 1, 0.05, 0),
-    m = 0 AND r % 5 = 0, if(m = 0 AND r % 5 = 0, 3, 0), toInt32(r % 12), toInt64(r * 50 + m)
+    m = 0 AND r % 5 = 0, if(m = 0 AND r % 5 = 0, 3, 0), toInt32(r % 12), toInt64(r * 50 + m),
+    m = 0 AND r % 5 = 0, if(m = 0 AND r % 5 = 0, 3, 0)
 FROM (SELECT intDiv(number, 2) AS r, number % 2 AS m FROM numbers($RUNS * 2))
 SQL
     for table in steps runs signals rollup_minute; do

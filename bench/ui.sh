@@ -5,7 +5,8 @@
 #
 # Seeds (or reuses) the scratch database exactly as bench/queries.sh does, starts `eddy ui` on
 # it, fetches each page REPEATS times with curl and prints min / median / max milliseconds to
-# the last byte of the HTML (the server runs every query of the page before it answers).
+# the last byte of the HTML (the server runs every query of the page before it answers). The UI
+# runs as deployed, with a bearer token, so the times include checking it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,8 +24,9 @@ export EDDY_BIN=$EDDY
 bench/queries.sh "$STEPS" 1 >/dev/null
 
 out=$(mktemp)
+token=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 EDDY_CLICKHOUSE_DATABASE=$EDDY_BENCH_DB EDDY_OUTPUT_TOPIC=${EDDY_BENCH_TOPIC:-eddy.bench.ui.signals} \
-    EDDY_LOG=warn "$EDDY" ui --listen 127.0.0.1:0 >"$out" &
+    EDDY_UI_TOKENS="$token=bench" EDDY_LOG=warn "$EDDY" ui --listen 127.0.0.1:0 >"$out" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -f "$out"' EXIT
 for _ in $(seq 100); do
@@ -52,7 +54,8 @@ for page in "${pages[@]}"; do
     times=()
     bytes=0
     for ((i = 0; i < REPEATS; i++)); do
-        read -r code secs bytes < <(curl -sS -o /dev/null -w '%{http_code} %{time_total} %{size_download}\n' "$base$page")
+        read -r code secs bytes < <(curl -sS -o /dev/null -H "Authorization: Bearer $token" \
+            -w '%{http_code} %{time_total} %{size_download}\n' "$base$page")
         [[ $code == 200 ]] || { echo "$page: HTTP $code" >&2; exit 1; }
         times+=("$(awk -v s="$secs" 'BEGIN { printf "%d", s * 1000 + 0.5 }')")
     done

@@ -1,15 +1,17 @@
-//! Spans/s through `eddy ingest-otlp`, against the real local broker.
+//! Spans/s through `eddy ingest-otlp`, over OTLP/HTTP and OTLP/gRPC, against the real local
+//! broker.
 //!
 //!   eval "$(scripts/stack env)"
 //!   cargo bench --bench otlp -- [--spans N] [--batch B] [--connections C] [--repeat K]
-//!                               [--eddy PATH]
+//!                               [--transport http|grpc|both] [--eddy PATH]
 //!   cargo bench --bench otlp -- --spans 2000 --repeat 1        # smoke
 //!
 //! Starts the receiver (the release binary of this bench build, or `--eddy PATH`) on fresh
-//! topics, then posts N agent spans (GenAI tool and model spans, 20 per trace) as protobuf
-//! export requests of B spans over C keep-alive connections, K times. A request counts when its
-//! 200 arrived, i.e. when Kafka acknowledged its events. Prints spans/s, min/median/max.
-//! Nothing here asserts on timings.
+//! topics, then sends N agent spans (GenAI tool and model spans, 20 per trace) as protobuf
+//! export requests of B spans over C keep-alive connections, K times per transport: HTTP/1.1
+//! POSTs, and gRPC `Export` calls with opentelemetry-proto's generated client. A request counts
+//! when its answer arrived, i.e. when Kafka acknowledged its events. Prints spans/s,
+//! min/median/max per transport. Nothing here asserts on timings.
 use eddy::config::Config;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
@@ -26,6 +28,7 @@ struct Args {
     batch: usize,
     connections: usize,
     repeat: usize,
+    transport: String,
     eddy: String,
 }
 
@@ -35,6 +38,7 @@ fn args() -> Args {
         batch: 512,
         connections: 4,
         repeat: 5,
+        transport: "both".into(),
         eddy: env!("CARGO_BIN_EXE_eddy").to_owned(),
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
@@ -51,6 +55,13 @@ fn args() -> Args {
             "--connections" => a.connections = num(i).max(1),
             "--repeat" => a.repeat = num(i).max(1),
             "--eddy" => a.eddy = v.get(i + 1).cloned().expect("--eddy needs a path"),
+            "--transport" => {
+                a.transport = v.get(i + 1).cloned().expect("--transport needs a value");
+                assert!(
+                    ["http", "grpc", "both"].contains(&a.transport.as_str()),
+                    "--transport http, grpc or both"
+                );
+            }
             // `cargo bench` passes --bench; ignore what is not ours.
             _ => {
                 i += 1;
@@ -110,28 +121,45 @@ fn span(rep: usize, n: usize, t0: u64) -> Span {
     }
 }
 
-fn bodies(a: &Args, rep: usize) -> Vec<Vec<u8>> {
+/// The export requests of repetition `rep` (each transport's runs use their own `rep`s, so no
+/// run re-sends another's spans).
+fn requests(a: &Args, rep: usize) -> Vec<ExportTraceServiceRequest> {
     let t0 = 1_767_225_600_000_000_000u64 + rep as u64 * 3_600_000_000_000;
     (0..a.spans)
         .collect::<Vec<_>>()
         .chunks(a.batch)
-        .map(|c| {
-            ExportTraceServiceRequest {
-                resource_spans: vec![ResourceSpans {
-                    resource: Some(Resource {
-                        attributes: vec![kv("eddy.project.id", "bench")],
-                        ..Resource::default()
-                    }),
-                    scope_spans: vec![ScopeSpans {
-                        spans: c.iter().map(|&n| span(rep, n, t0)).collect(),
-                        ..ScopeSpans::default()
-                    }],
-                    ..ResourceSpans::default()
+        .map(|c| ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                resource: Some(Resource {
+                    attributes: vec![kv("eddy.project.id", "bench")],
+                    ..Resource::default()
+                }),
+                scope_spans: vec![ScopeSpans {
+                    spans: c.iter().map(|&n| span(rep, n, t0)).collect(),
+                    ..ScopeSpans::default()
                 }],
-            }
-            .encode_to_vec()
+                ..ResourceSpans::default()
+            }],
         })
         .collect()
+}
+
+fn bodies(a: &Args, rep: usize) -> Vec<Vec<u8>> {
+    requests(a, rep)
+        .iter()
+        .map(Message::encode_to_vec)
+        .collect()
+}
+
+/// One gRPC connection exporting `reqs` one after the other, as an SDK's batch processor does.
+async fn export_all(addr: String, reqs: Vec<ExportTraceServiceRequest>) {
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+    let mut c = TraceServiceClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect to the gRPC receiver");
+    for r in reqs {
+        c.export(r).await.expect("export answered OK");
+    }
 }
 
 /// One keep-alive HTTP/1.1 connection: a bench client needs nothing more, and this keeps the
@@ -180,18 +208,21 @@ fn main() {
     cfg.kafka.topics.output = format!("b.{nonce}.signals");
     cfg.kafka.topics.dlq = format!("b.{nonce}.dlq");
     cfg.kafka.group_id = format!("b.{nonce}.group");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port()
+    };
+    let addr = format!("127.0.0.1:{}", free());
+    let grpc_addr = format!("127.0.0.1:{}", free());
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("otlp.toml");
     std::fs::write(
         &path,
         format!(
             "kafka_brokers = {:?}\ninput_topic = {:?}\noutput_topic = {:?}\ndlq_topic = {:?}\n\
-             group_id = {:?}\notlp_addr = {addr:?}\n",
+             group_id = {:?}\notlp_addr = {addr:?}\notlp_grpc_addr = {grpc_addr:?}\n",
             cfg.kafka.brokers,
             cfg.kafka.topics.input,
             cfg.kafka.topics.output,
@@ -227,32 +258,58 @@ fn main() {
     post_all(&addr, &bodies(&warmup, a.repeat));
 
     println!(
-        "otlp: {} spans/run in batches of {} over {} connections, {} runs",
+        "otlp: {} spans/run in batches of {} over {} connections, {} runs per transport",
         a.spans, a.batch, a.connections, a.repeat
     );
-    let mut rates = Vec::new();
-    for rep in 0..a.repeat {
-        let all = bodies(&a, rep);
-        let per = all.len().div_ceil(a.connections).max(1);
-        let t = Instant::now();
-        std::thread::scope(|s| {
-            for chunk in all.chunks(per) {
-                let addr = &addr;
-                s.spawn(move || post_all(addr, chunk));
-            }
-        });
-        let secs = t.elapsed().as_secs_f64();
-        let rate = a.spans as f64 / secs;
-        println!("  run {}: {:.0} spans/s ({secs:.2} s)", rep + 1, rate);
-        rates.push(rate);
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    for (transport, first_rep) in [("http", 0), ("grpc", a.repeat + 1)] {
+        if a.transport != "both" && a.transport != transport {
+            continue;
+        }
+        let mut rates = Vec::new();
+        for rep in first_rep..first_rep + a.repeat {
+            let per = a.spans.div_ceil(a.batch).div_ceil(a.connections).max(1);
+            let secs = if transport == "http" {
+                let all = bodies(&a, rep);
+                let t = Instant::now();
+                std::thread::scope(|s| {
+                    for chunk in all.chunks(per) {
+                        let addr = &addr;
+                        s.spawn(move || post_all(addr, chunk));
+                    }
+                });
+                t.elapsed().as_secs_f64()
+            } else {
+                let all = requests(&a, rep);
+                let chunks: Vec<Vec<_>> = all.chunks(per).map(<[_]>::to_vec).collect();
+                let t = Instant::now();
+                rt.block_on(async {
+                    let tasks: Vec<_> = chunks
+                        .into_iter()
+                        .map(|c| tokio::spawn(export_all(grpc_addr.clone(), c)))
+                        .collect();
+                    for task in tasks {
+                        task.await.expect("exporter task");
+                    }
+                });
+                t.elapsed().as_secs_f64()
+            };
+            let rate = a.spans as f64 / secs;
+            println!(
+                "  {transport} run {}: {:.0} spans/s ({secs:.2} s)",
+                rep - first_rep + 1,
+                rate
+            );
+            rates.push(rate);
+        }
+        rates.sort_by(f64::total_cmp);
+        println!(
+            "otlp receiver ({transport}): spans/s min {:.0} / median {:.0} / max {:.0}",
+            rates[0],
+            rates[rates.len() / 2],
+            rates[rates.len() - 1]
+        );
     }
-    rates.sort_by(f64::total_cmp);
-    println!(
-        "otlp receiver: spans/s min {:.0} / median {:.0} / max {:.0}",
-        rates[0],
-        rates[rates.len() / 2],
-        rates[rates.len() - 1]
-    );
 }
 
 /// The receiver process, stopped however the bench ends (a panic included).

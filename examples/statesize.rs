@@ -81,7 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let total = LIVE.load(Relaxed) - before;
     let (count, chunks) = (COUNT.load(Relaxed) - count0, CHUNKS.load(Relaxed) - chunks0);
     let n = (e.open_runs() as isize).max(1);
-    let steps: u64 = e.runs().map(|(_, r)| r.steps).sum();
+    let steps: u64 = e.runs().map(|(_, r)| u64::from(r.steps)).sum();
     let per = |f: &dyn Fn(&RunState) -> isize| e.runs().map(|(_, r)| f(r)).sum::<isize>() / n;
     println!(
         "{} open runs, {:.1} steps each; live heap {} B/run",

@@ -10,6 +10,11 @@
 //! detection is *on time* when its first alert or stop falls from [`EARLY`] step before to
 //! [`LATE`] steps after `evident_at`: an out-of-process guard that waits longer lets the agent
 //! spend more calls than the in-process guards do.
+//!
+//! Each loop kind is scored twice, side by side: at `alert` (the first alert or stop, the
+//! product's "a loop was found") and at `stop` (the first stop, what halts an agent by default),
+//! each with the loops caught, those on time, and the steps from the loop's onset (its
+//! `evident_at`) to the verdict: median and 90th percentile, negative when early.
 use crate::contract::{OutputEvent, Severity};
 use crate::engine::EngineConfig;
 use crate::replay::replay_to_vec;
@@ -60,14 +65,47 @@ pub fn on_time(caught: u64, evident: u64) -> bool {
     caught + EARLY >= evident && caught <= evident + LATE
 }
 
-/// Per loop kind: looping runs, caught, caught on time, and runs whose label says when the
-/// loop became evident (the denominator of the on-time rate).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// Per loop kind: looping runs, caught (at alert), caught on time, and runs whose label says
+/// when the loop became evident (the denominator of the on-time rate); then the same at `stop`.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct KindRow {
     pub runs: usize,
     pub caught: usize,
     pub on_time: usize,
     pub timed: usize,
+    /// Steps from `evident_at` to the first alert or stop, per caught run with a label.
+    pub alert_delays: Vec<i64>,
+    pub stopped: usize,
+    pub stop_on_time: usize,
+    /// Steps from `evident_at` to the first stop.
+    pub stop_delays: Vec<i64>,
+}
+
+impl KindRow {
+    /// Median and 90th percentile (nearest rank) of the steps from onset to the first alert.
+    pub fn alert_steps(&self) -> Option<(i64, i64)> {
+        median_p90(&self.alert_delays)
+    }
+
+    /// Median and 90th percentile (nearest rank) of the steps from onset to the first stop.
+    pub fn stop_steps(&self) -> Option<(i64, i64)> {
+        median_p90(&self.stop_delays)
+    }
+}
+
+/// Nearest-rank percentile `q` (0..=100) of `xs`; the median is the lower middle.
+pub fn percentile(xs: &[i64], q: usize) -> Option<i64> {
+    if xs.is_empty() {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_unstable();
+    let rank = (q * v.len()).div_ceil(100).max(1);
+    Some(v[rank.min(v.len()) - 1])
+}
+
+fn median_p90(xs: &[i64]) -> Option<(i64, i64)> {
+    Some((percentile(xs, 50)?, percentile(xs, 90)?))
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -142,6 +180,8 @@ pub struct RunResult {
     pub evident_at: Option<u64>,
     /// First step at which an alert or stop fired.
     pub caught_at: Option<u64>,
+    /// First step at which a stop fired.
+    pub stopped_at: Option<u64>,
     pub warned: bool,
     pub detectors: BTreeSet<String>,
     pub reported_loop_step_index: Option<u64>,
@@ -151,6 +191,8 @@ pub struct RunResult {
 pub struct EvalReport {
     pub runs: Vec<RunResult>,
     pub pooled: Score,
+    /// Looping / healthy runs with a `stop` verdict (what halts an agent by default).
+    pub stopped: Score,
     pub lenient: Score,
     pub detectors: Vec<DetectorRow>,
     pub kinds: BTreeMap<String, KindRow>,
@@ -232,6 +274,7 @@ pub fn evaluate(dir: &Path, cfg: Arc<EngineConfig>) -> Result<EvalReport, EvalEr
     let unlabeled_runs = seen.keys().filter(|r| !labels.contains_key(*r)).count();
     let mut runs = Vec::new();
     let mut pooled = Score::default();
+    let mut stopped = Score::default();
     let mut lenient = Score::default();
     let mut kinds: BTreeMap<String, KindRow> = BTreeMap::new();
     let mut det: BTreeMap<String, (usize, usize, usize, Vec<f64>)> = BTreeMap::new();
@@ -242,6 +285,11 @@ pub fn evaluate(dir: &Path, cfg: Arc<EngineConfig>) -> Result<EvalReport, EvalEr
         let (sigs, reported) = seen.get(run_id).cloned().unwrap_or_default();
         let caught: Vec<&Sig> = sigs.iter().filter(|s| s.1.is_caught()).collect();
         let caught_at = caught.iter().map(|s| s.2).min();
+        let stopped_at = sigs
+            .iter()
+            .filter(|s| s.1 == Severity::Stop)
+            .map(|s| s.2)
+            .min();
         let warned = sigs.iter().any(|s| s.1 >= Severity::Warn);
         let kind = l.kind.clone().unwrap_or_else(|| {
             if l.looping {
@@ -257,6 +305,12 @@ pub fn evaluate(dir: &Path, cfg: Arc<EngineConfig>) -> Result<EvalReport, EvalEr
             (false, true) => pooled.fp += 1,
             (false, false) => pooled.tn += 1,
         }
+        match (l.looping, stopped_at.is_some()) {
+            (true, true) => stopped.tp += 1,
+            (true, false) => stopped.fn_ += 1,
+            (false, true) => stopped.fp += 1,
+            (false, false) => stopped.tn += 1,
+        }
         match (l.looping, warned) {
             (true, true) => lenient.tp += 1,
             (true, false) => lenient.fn_ += 1,
@@ -267,10 +321,19 @@ pub fn evaluate(dir: &Path, cfg: Arc<EngineConfig>) -> Result<EvalReport, EvalEr
             let e = kinds.entry(kind.clone()).or_default();
             e.runs += 1;
             *own_kind.entry(kind.clone()).or_default() += 1;
+            if stopped_at.is_some() {
+                e.stopped += 1;
+            }
             if let Some(at) = l.evident_at {
                 e.timed += 1;
-                if caught_at.is_some_and(|c| on_time(c, at)) {
-                    e.on_time += 1;
+                let from = |c: u64| c as i64 - at as i64;
+                if let Some(c) = caught_at {
+                    e.on_time += usize::from(on_time(c, at));
+                    e.alert_delays.push(from(c));
+                }
+                if let Some(c) = stopped_at {
+                    e.stop_on_time += usize::from(on_time(c, at));
+                    e.stop_delays.push(from(c));
                 }
             }
             if let (Some(c), Some(s)) = (caught_at, l.loop_start) {
@@ -305,6 +368,7 @@ pub fn evaluate(dir: &Path, cfg: Arc<EngineConfig>) -> Result<EvalReport, EvalEr
             loop_start: l.loop_start,
             evident_at: l.evident_at,
             caught_at,
+            stopped_at,
             warned,
             detectors,
             reported_loop_step_index: reported,
@@ -327,6 +391,7 @@ pub fn evaluate(dir: &Path, cfg: Arc<EngineConfig>) -> Result<EvalReport, EvalEr
     Ok(EvalReport {
         runs,
         pooled,
+        stopped,
         lenient,
         detectors,
         kinds,
@@ -344,6 +409,21 @@ fn on_time_cell(on: usize, timed: usize) -> String {
     }
 }
 
+fn level_cells(caught: usize, on: usize, timed: usize, steps: Option<(i64, i64)>) -> String {
+    let steps = steps.map_or("-".to_string(), |(m, p)| format!("{m} ({p})"));
+    format!("{caught} | {} | {steps}", on_time_cell(on, timed))
+}
+
+fn write_kind<W: Write>(w: &mut W, kind: &str, r: &KindRow) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "| {kind} | {} | {} | {} |",
+        r.runs,
+        level_cells(r.caught, r.on_time, r.timed, r.alert_steps()),
+        level_cells(r.stopped, r.stop_on_time, r.timed, r.stop_steps())
+    )
+}
+
 fn opt(x: Option<f64>) -> String {
     x.map_or("-".to_string(), |v| format!("{v:.1}"))
 }
@@ -354,6 +434,13 @@ impl EvalReport {
         self.kinds
             .values()
             .fold((0, 0), |(o, t), r| (o + r.on_time, t + r.timed))
+    }
+
+    /// The same at `stop`: (stopped on time, runs with an `evident_at`).
+    pub fn stop_on_time(&self) -> (usize, usize) {
+        self.kinds
+            .values()
+            .fold((0, 0), |(o, t), r| (o + r.stop_on_time, t + r.timed))
     }
 
     pub fn print<W: Write>(&self, w: &mut W) -> std::io::Result<()> {
@@ -401,6 +488,18 @@ impl EvalReport {
             p.f1(),
             opt(self.mean_steps_to_detection)
         )?;
+        let p = &self.stopped;
+        writeln!(
+            w,
+            "| pooled, stop only | {} | {} | {:.2} | {:.2} ({}/{}) | {:.2} | - |",
+            p.tp,
+            p.fp,
+            p.precision(),
+            p.recall(),
+            p.tp,
+            p.tp + p.fn_,
+            p.f1()
+        )?;
         let l = &self.lenient;
         writeln!(
             w,
@@ -416,32 +515,34 @@ impl EvalReport {
         writeln!(w)?;
         writeln!(
             w,
-            "| loop kind | runs | caught | on time (-{EARLY}..+{LATE} steps of evident) |"
+            "| loop kind | runs | alert: caught | on time | steps from onset, median (p90) | stop: caught | on time | steps from onset, median (p90) |"
         )?;
-        writeln!(w, "|---|---|---|---|")?;
+        writeln!(w, "|---|---|---|---|---|---|---|---|")?;
+        let mut all = KindRow::default();
         for (k, r) in &self.kinds {
-            writeln!(
-                w,
-                "| {k} | {} | {} | {} |",
-                r.runs,
-                r.caught,
-                on_time_cell(r.on_time, r.timed)
-            )?;
+            write_kind(w, k, r)?;
+            all.runs += r.runs;
+            all.caught += r.caught;
+            all.on_time += r.on_time;
+            all.timed += r.timed;
+            all.alert_delays.extend(&r.alert_delays);
+            all.stopped += r.stopped;
+            all.stop_on_time += r.stop_on_time;
+            all.stop_delays.extend(&r.stop_delays);
         }
-        let (on, timed) = self.on_time();
-        writeln!(
-            w,
-            "| **all** | {} | {} | {} |",
-            self.pooled.tp + self.pooled.fn_,
-            self.pooled.tp,
-            on_time_cell(on, timed)
-        )?;
+        write_kind(w, "**all**", &all)?;
         writeln!(w)?;
         writeln!(
             w,
-            "healthy runs with an alert or stop: {} of {}",
+            "on time: from {EARLY} step before to {LATE} after the labeled onset (`evident_at`)"
+        )?;
+        writeln!(
+            w,
+            "healthy runs with an alert or stop: {} of {}; with a stop: {} of {}",
             self.pooled.fp,
-            self.pooled.fp + self.pooled.tn
+            self.pooled.fp + self.pooled.tn,
+            self.stopped.fp,
+            self.stopped.fp + self.stopped.tn
         )?;
         writeln!(
             w,
@@ -488,12 +589,41 @@ impl EvalReport {
         for r in fps {
             writeln!(
                 w,
-                "false positive: {} at step {} by {}",
+                "false positive: {} at step {} by {}{}",
                 r.run_id,
                 r.caught_at.unwrap_or(0),
-                r.detectors.iter().cloned().collect::<Vec<_>>().join(",")
+                r.detectors.iter().cloned().collect::<Vec<_>>().join(","),
+                r.stopped_at
+                    .map_or(String::new(), |s| format!(", stopped at {s}"))
             )?;
         }
+        for r in self.runs.iter().filter(|r| r.looping) {
+            match (r.caught_at, r.stopped_at, r.evident_at) {
+                (Some(_), None, _) => writeln!(w, "alert, no stop: {} ({})", r.run_id, r.kind)?,
+                (_, Some(s), Some(e)) if !on_time(s, e) => writeln!(
+                    w,
+                    "stop not on time: {} ({}) stopped at {s}, evident at {e}",
+                    r.run_id, r.kind
+                )?,
+                _ => {}
+            }
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        assert_eq!(percentile(&[], 50), None);
+        assert_eq!(percentile(&[7], 90), Some(7));
+        // 1..=10: the 5th and the 9th value.
+        let xs: Vec<i64> = (1..=10).rev().collect();
+        assert_eq!(percentile(&xs, 50), Some(5));
+        assert_eq!(percentile(&xs, 90), Some(9));
+        assert_eq!(median_p90(&[-1, 0, 4]), Some((0, 4)));
     }
 }

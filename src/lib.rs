@@ -6,24 +6,47 @@
 //! `sink` (ClickHouse) →
 //! `worker` (per-partition ownership and the commit rule). `ingest` is keelwave's ingest API in
 //! front of the input topic, `admin` the health and metrics server of both daemons, `query` the
-//! analyst's query pack. `replay` runs the engine offline.
+//! analyst's query pack. `replay` runs the engine offline, `local` inside an agent's process.
+//! `auth` checks the secrets HTTP clients present (ingest API keys, UI tokens).
+//!
+//! Without the default `server` feature only the engine, the contract, `changelog` (whose record
+//! shapes also give signals their evidence), `replay`, `eval` and `local` are compiled: no Kafka,
+//! ClickHouse, HTTP or async runtime (what the in-process bindings build).
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "server")]
 pub mod admin;
+#[cfg(feature = "server")]
 pub mod agent;
+#[cfg(feature = "server")]
+pub mod auth;
 pub mod changelog;
+#[cfg(feature = "server")]
 pub mod config;
 pub mod contract;
+#[cfg(feature = "server")]
 pub mod emit;
 pub mod engine;
 pub mod eval;
+#[cfg(feature = "server")]
 pub mod fleet;
+#[cfg(feature = "server")]
 pub mod ingest;
+pub mod local;
+#[cfg(feature = "server")]
+pub mod notify;
+#[cfg(feature = "server")]
 pub mod query;
 pub mod replay;
+#[cfg(feature = "server")]
 pub mod simulate;
+#[cfg(feature = "server")]
 pub mod sink;
+#[cfg(feature = "server")]
 pub mod source;
+#[cfg(feature = "server")]
 pub mod ui;
+#[cfg(feature = "server")]
 pub mod verdict;
+#[cfg(feature = "server")]
 pub mod worker;

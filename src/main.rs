@@ -135,13 +135,18 @@ enum Cmd {
         #[arg(long)]
         addr: Option<String>,
     },
-    /// Serve an OTLP/HTTP traces receiver (POST /v1/traces) and publish agent spans as v1 events.
+    /// Serve an OTLP traces receiver (OTLP/HTTP POST /v1/traces and OTLP/gRPC) and publish agent
+    /// spans as v1 events.
     IngestOtlp {
         #[command(flatten)]
         common: Common,
-        /// Listen address (EDDY_OTLP_ADDR; default 127.0.0.1:4318, the OTLP/HTTP port).
+        /// OTLP/HTTP listen address (EDDY_OTLP_ADDR; default 127.0.0.1:4318; "" turns it off).
         #[arg(long)]
         addr: Option<String>,
+        /// OTLP/gRPC listen address (EDDY_OTLP_GRPC_ADDR; default 127.0.0.1:4317; "" turns it
+        /// off).
+        #[arg(long)]
+        grpc_addr: Option<String>,
     },
     /// Watch the fleet: alert when an agent's (or a version's) loop rate or loop cost rises well
     /// above its own recent baseline (`[fleet]`; docs/fleet-alerts.md).
@@ -162,6 +167,10 @@ enum Cmd {
         /// Listen address (EDDY_UI_ADDR; default 127.0.0.1:8090).
         #[arg(long)]
         listen: Option<String>,
+        /// Serve every page without authentication (ui_insecure_open; EDDY_UI_INSECURE_OPEN).
+        /// Without it, ui_tokens or ui_trusted_proxies must be set.
+        #[arg(long)]
+        insecure_open: bool,
     },
 }
 
@@ -258,9 +267,14 @@ fn main() -> Result<()> {
             })?;
             Ok(())
         }
-        Cmd::IngestOtlp { common, addr } => {
+        Cmd::IngestOtlp {
+            common,
+            addr,
+            grpc_addr,
+        } => {
             let mut overrides = common.overrides();
             overrides.extend(addr.map(|a| ("otlp_addr", a)));
+            overrides.extend(grpc_addr.map(|a| ("otlp_grpc_addr", a)));
             let cfg = Config::load(cli.config.as_deref(), &overrides)?;
             runtime()?.block_on(async {
                 let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
@@ -269,10 +283,19 @@ fn main() -> Result<()> {
             })?;
             Ok(())
         }
-        Cmd::Ui { common, listen } => {
+        Cmd::Ui {
+            common,
+            listen,
+            insecure_open,
+        } => {
             let mut overrides = common.overrides();
             overrides.extend(listen.map(|a| ("ui_addr", a)));
-            let cfg = Config::load(cli.config.as_deref(), &overrides)?;
+            let mut cfg = Config::load(cli.config.as_deref(), &overrides)?;
+            if insecure_open {
+                // A flag's text would not load as a bool: set it here and check again.
+                cfg.ui.insecure_open = true;
+                cfg.validate()?;
+            }
             runtime()?.block_on(async {
                 let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
                 let stop = eddy::worker::shutdown_on_signal(grace);

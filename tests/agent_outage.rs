@@ -23,6 +23,22 @@ fn restart_kafka() {
     );
 }
 
+/// Until the worker's `/readyz` answers 200, or panics after `timeout`.
+fn await_ready(admin: &str, timeout: Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let answer = common::fleet::http_get(admin, "/readyz");
+        if answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker was not ready within {timeout:?}: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_guard_rides_out_a_broker_restart() {
     require_eddy_agent();
@@ -31,10 +47,15 @@ async fn a_guard_rides_out_a_broker_restart() {
     eddy::source::ensure_topics(&cfg.kafka)
         .await
         .expect("topics");
-    let _worker = spawn_worker(&cfg, &[]);
+    let admin = free_addr();
+    let _worker = spawn_worker(&cfg, &[("EDDY_ADMIN_ADDR", admin.clone())]);
     let mut agent = Agent::spawn(&cfg, "restart", &["--max-steps", "300"]);
-    // The guard has its partitions: the broker goes away under it and comes back.
+    // The guard has its partitions and the worker is past its start-up (topics, migrations,
+    // assignment, restore): the broker goes away under both and comes back. A worker that
+    // cannot reach Kafka while it starts exits for its orchestrator to restart it, which is
+    // not what this test is about.
     agent.wait_for("waiting", Duration::from_secs(60));
+    await_ready(&admin, Duration::from_secs(60));
     restart_kafka();
     agent.say("go");
     let report = agent.wait_for("report", Duration::from_secs(180));

@@ -81,3 +81,49 @@ fn replay_skips_malformed_lines_and_keeps_stdout_clean() {
         .expect("run");
     assert!(!missing.status.success(), "unreadable input is an error");
 }
+
+/// fleet-watch's destinations from the environment alone: `config check` shows them by name
+/// and kind, their hosts, never a secret (a Slack URL's path is one).
+#[test]
+fn config_check_masks_destination_secrets() {
+    let d = "EDDY_FLEET__NOTIFY__DESTINATIONS__";
+    let out = eddy()
+        .args(["config", "check"])
+        .env(format!("{d}ONCALL__KIND"), "pagerduty")
+        .env(format!("{d}ONCALL__ROUTING_KEY"), "00ROUTINGSECRET")
+        .env(format!("{d}TEAM__KIND"), "slack")
+        .env(
+            format!("{d}TEAM__URL"),
+            "https://hooks.slack.com/services/T0/B0/SLACKSECRET",
+        )
+        .output()
+        .expect("run");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&shown).expect("JSON");
+    let dest = &v["fleet"]["notify"]["destinations"];
+    assert_eq!(dest["oncall"]["kind"], "pagerduty");
+    assert_eq!(dest["oncall"]["routing_key"], "***");
+    assert_eq!(dest["team"]["url"], "https://hooks.slack.com/***");
+    for secret in ["ROUTINGSECRET", "SLACKSECRET", "T0/B0"] {
+        assert!(!shown.contains(secret), "{secret}: {shown}");
+    }
+    // A destination that cannot work is refused, by name.
+    let bad = eddy()
+        .args(["config", "check"])
+        .env(format!("{d}HOOK__KIND"), "webhook")
+        .env(format!("{d}HOOK__URL"), "https://h.example/x")
+        .env(format!("{d}HOOK__SECRET"), "short")
+        .output()
+        .expect("run");
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("fleet.notify.destinations.hook (webhook): secret") && !err.contains("short"),
+        "{err}"
+    );
+}

@@ -7,7 +7,7 @@
 //! error with varying arguments, thought loops, slow interleaved loops, context balloons).
 mod common_eval;
 
-use common_eval::{score, Floors};
+use common_eval::{assert_stop_follows_the_evidence, score, Floors};
 
 #[test]
 fn heldout_corpus_scores_above_floors() {
@@ -36,6 +36,7 @@ fn heldout_corpus_scores_above_floors() {
         },
     );
     assert_eq!(report.unlabeled_runs, 0, "{text}");
+    assert_stop_follows_the_evidence(&report, &text);
     // Warnings on healthy runs are allowed (they are the lenient line), but not on most of them.
     let l = &report.lenient;
     assert!(

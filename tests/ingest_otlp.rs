@@ -1,8 +1,14 @@
-//! The OTLP receiver end to end, with real OpenTelemetry clients from PyPI: the Python SDK's
-//! OTLP/HTTP exporter (GenAI conventions by hand) and OpenInference's LangChain instrumentor
-//! (fake chat model, real tools) export to `eddy ingest-otlp`; a real `eddy run` catches the
-//! looping agents and not the healthy ones; the very same spans exported a second time change
-//! nothing on the output topic.
+//! The OTLP receiver end to end, with real OpenTelemetry clients from PyPI, over both transports.
+//!
+//! - OTLP/HTTP: the Python SDK's OTLP/HTTP exporter (GenAI conventions by hand) and
+//!   OpenInference's LangChain instrumentor (fake chat model, real tools) export to `eddy
+//!   ingest-otlp`; a real `eddy run` catches the looping agents and not the healthy ones; the
+//!   very same spans exported a second time change nothing on the output topic.
+//! - OTLP/gRPC: the SDK's gRPC exporter (`opentelemetry-exporter-otlp-proto-grpc`) with an API
+//!   key in its metadata, carrying GenAI spans by hand, and LangGraph agents
+//!   (`create_react_agent`) traced by OpenLLMetry's LangChain instrumentation and by
+//!   OpenInference's; the agents are caught or not, named after their graph, and their steps to
+//!   catch reach ClickHouse as step counts.
 //!
 //! Needs python3 with the packages below; without them the test fails and says how to install
 //! them. Never skips.
@@ -16,9 +22,10 @@ use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PACKAGES: &str = "pip install opentelemetry-sdk==1.45.2 \
-    opentelemetry-exporter-otlp-proto-http==1.45.2 \
-    openinference-instrumentation-langchain==0.1.80 langchain-core==1.8.1";
+const PACKAGES: &str = "pip install -r scripts/python-requirements.txt (opentelemetry-sdk, \
+    opentelemetry-exporter-otlp-proto-http, opentelemetry-exporter-otlp-proto-grpc, \
+    openinference-instrumentation-langchain, opentelemetry-instrumentation-langchain, \
+    langchain-core, langgraph)";
 
 fn require_python_modules(modules: &[&str]) {
     let code = modules
@@ -45,25 +52,46 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `eddy ingest-otlp` on the test's topics, on free ports (receiver, admin).
-fn start_receiver(cfg: &eddy::config::Config, dir: &std::path::Path) -> (Worker, String, String) {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let admin = format!("127.0.0.1:{}", free_port());
+/// The receiver's addresses: OTLP/HTTP, OTLP/gRPC, admin.
+struct Addrs {
+    http: String,
+    grpc: String,
+    admin: String,
+}
+
+/// `eddy ingest-otlp` on the test's topics, on free ports; `keys` are `[ingest_api_keys]`.
+fn start_receiver(
+    cfg: &eddy::config::Config,
+    dir: &std::path::Path,
+    keys: &[(&str, &str)],
+) -> (Worker, Addrs) {
+    let a = Addrs {
+        http: format!("127.0.0.1:{}", free_port()),
+        grpc: format!("127.0.0.1:{}", free_port()),
+        admin: format!("127.0.0.1:{}", free_port()),
+    };
     let path = dir.join("otlp.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "kafka_brokers = {:?}\ninput_topic = {:?}\noutput_topic = {:?}\ndlq_topic = {:?}\n\
-             group_id = {:?}\ntopic_partitions = {}\notlp_addr = {addr:?}\notlp_admin_addr = {admin:?}\n",
-            cfg.kafka.brokers,
-            cfg.kafka.topics.input,
-            cfg.kafka.topics.output,
-            cfg.kafka.topics.dlq,
-            cfg.kafka.group_id,
-            cfg.kafka.topics.partitions
-        ),
-    )
-    .expect("write config");
+    let mut toml = format!(
+        "kafka_brokers = {:?}\ninput_topic = {:?}\noutput_topic = {:?}\ndlq_topic = {:?}\n\
+         group_id = {:?}\ntopic_partitions = {}\notlp_addr = {:?}\notlp_grpc_addr = {:?}\n\
+         otlp_admin_addr = {:?}\n",
+        cfg.kafka.brokers,
+        cfg.kafka.topics.input,
+        cfg.kafka.topics.output,
+        cfg.kafka.topics.dlq,
+        cfg.kafka.group_id,
+        cfg.kafka.topics.partitions,
+        a.http,
+        a.grpc,
+        a.admin,
+    );
+    if !keys.is_empty() {
+        toml.push_str("[ingest_api_keys]\n");
+        for (k, p) in keys {
+            toml.push_str(&format!("{k:?} = {p:?}\n"));
+        }
+    }
+    std::fs::write(&path, toml).expect("write config");
     let mut rx = Worker(
         Command::new(env!("CARGO_BIN_EXE_eddy"))
             .arg("ingest-otlp")
@@ -78,34 +106,52 @@ fn start_receiver(cfg: &eddy::config::Config, dir: &std::path::Path) -> (Worker,
             .expect("spawn eddy ingest-otlp"),
     );
     let start = Instant::now();
-    while std::net::TcpStream::connect(&addr).is_err() {
+    // Both listeners are bound before the process reaches Kafka; the admin server comes last.
+    while std::net::TcpStream::connect(&a.admin).is_err() {
         if let Ok(Some(status)) = rx.try_wait() {
-            panic!("eddy ingest-otlp exited ({status}) before listening on {addr}");
+            panic!(
+                "eddy ingest-otlp exited ({status}) before listening on {}",
+                a.admin
+            );
         }
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "eddy ingest-otlp is not listening on {addr} after 60 s"
+            "eddy ingest-otlp is not listening on {} after 60 s",
+            a.admin
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    (rx, addr, admin)
+    for addr in [&a.http, &a.grpc] {
+        std::net::TcpStream::connect(addr).expect("both transports listen");
+    }
+    (rx, a)
 }
 
-fn python(args: &[&str], envs: &[(&str, String)]) -> serde_json::Value {
+fn python(script: &str, args: &[&str], envs: &[(&str, String)]) -> serde_json::Value {
     let mut cmd = Command::new("python3");
-    cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otlp_agent.py"))
+    cmd.arg(format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR")))
         .args(args);
     for (k, v) in envs {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("run python3 tests/otlp_agent.py");
+    let out = cmd.output().expect("run python3");
     assert!(
         out.status.success(),
-        "tests/otlp_agent.py {args:?} failed ({}):\n{}",
+        "tests/{script} {args:?} failed ({}):\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("the agent script prints one JSON report")
+}
+
+/// The value of the counter `name` whose labels include all of `labels` (0 when absent).
+fn counter(metrics: &str, name: &str, labels: &[&str]) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<u64>().ok())
+        .sum()
 }
 
 /// The worker has committed everything on the input topic: what it will ever publish for it is
@@ -206,13 +252,17 @@ async fn otel_traced_agents_get_their_verdict_and_a_second_export_changes_nothin
     let spans_file = dir.path().join("spans.pb");
 
     let mut worker = spawn_worker(&cfg, &[]);
-    let (_rx, addr, admin) = start_receiver(&cfg, dir.path());
-    let endpoint = format!("http://{addr}/v1/traces");
+    let (_rx, addrs) = start_receiver(&cfg, dir.path(), &[]);
+    let endpoint = format!("http://{}/v1/traces", addrs.http);
     let envs = [
         ("OTLP_ENDPOINT", endpoint.clone()),
         ("EDDY_PROJECT", project.clone()),
     ];
-    let report = python(&[spans_file.to_str().expect("utf-8 path")], &envs);
+    let report = python(
+        "otlp_agent.py",
+        &[spans_file.to_str().expect("utf-8 path")],
+        &envs,
+    );
     eprintln!("agents: {report}");
     let run = |name: &str| {
         report[name]
@@ -295,6 +345,7 @@ async fn otel_traced_agents_get_their_verdict_and_a_second_export_changes_nothin
     let first_total = await_caught_up(&cfg, &mut worker, 1);
     let before = output_payloads(&cfg);
     let replay = python(
+        "otlp_agent.py",
         &["--replay", spans_file.to_str().expect("utf-8 path")],
         &envs,
     );
@@ -304,9 +355,22 @@ async fn otel_traced_agents_get_their_verdict_and_a_second_export_changes_nothin
     let after = output_payloads(&cfg);
     assert_eq!(before, after, "the second export changed the output topic");
 
-    let m = metrics(&admin);
+    let m = metrics(&addrs.admin);
+    let http = "transport=\"http\"";
+    assert_eq!(
+        counter(
+            &m,
+            "eddy_otlp_requests_total",
+            &[http, "answer=\"bad_request\""]
+        ),
+        2,
+        "{m}"
+    );
+    assert!(
+        counter(&m, "eddy_otlp_requests_total", &[http, "answer=\"ok\""]) > 0,
+        "{m}"
+    );
     for want in [
-        "eddy_otlp_requests_total{answer=\"bad_request\"} 2",
         "eddy_otlp_spans_total{outcome=\"received\"}",
         "eddy_otlp_events_total",
     ] {
@@ -323,4 +387,252 @@ async fn otel_traced_agents_get_their_verdict_and_a_second_export_changes_nothin
         .as_u64()
         .expect("retried span count");
     assert_eq!(received, 2 * spans + retried, "{m}");
+}
+
+/// (run id, agent name it must get, whether it loops) of a report's runs.
+fn runs_of(report: &serde_json::Value, runs: &[(&str, &str, bool)]) -> Vec<(String, String, bool)> {
+    runs.iter()
+        .map(|(field, agent, loops)| {
+            let id = report[*field]
+                .as_str()
+                .unwrap_or_else(|| panic!("{field} missing in {report}"))
+                .to_string();
+            assert!(id.len() == 32 && id != "0".repeat(32), "a trace id: {id}");
+            (id, agent.to_string(), *loops)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn grpc_exporters_and_langgraph_agents_under_two_instrumentations_are_caught() {
+    require_python_modules(&[
+        "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+        "opentelemetry.instrumentation.langchain",
+        "openinference.instrumentation.langchain",
+        "langgraph.prebuilt",
+    ]);
+    let ep = endpoints().await;
+    let cfg = test_config(&ep, "otlp_grpc");
+    eddy::source::ensure_topics(&cfg.kafka)
+        .await
+        .expect("topics");
+    let project = format!("keyed-{}", cfg.kafka.group_id.replace('.', "-"));
+    let key = "kw_otlp_grpc_test_key";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut worker = spawn_worker(&cfg, &[]);
+    let (_rx, addrs) = start_receiver(&cfg, dir.path(), &[(key, &project)]);
+    let envs = [
+        ("OTLP_GRPC_ENDPOINT", format!("http://{}", addrs.grpc)),
+        ("EDDY_KEY", key.to_string()),
+    ];
+
+    let genai = python("otlp_grpc_agent.py", &["genai"], &envs);
+    eprintln!("genai: {genai}");
+    // The receiver's refusals, as the real gRPC stack reports them.
+    assert_eq!(genai["wrong_key_result"], "FAILURE", "{genai}");
+    assert_eq!(genai["no_key"][0], "UNAUTHENTICATED", "{genai}");
+    assert_eq!(genai["malformed"][0], "INTERNAL", "{genai}");
+    let openllmetry = python("otlp_grpc_agent.py", &["openllmetry"], &envs);
+    eprintln!("openllmetry: {openllmetry}");
+    let openinference = python("otlp_grpc_agent.py", &["openinference"], &envs);
+    eprintln!("openinference: {openinference}");
+    let mut runs = runs_of(
+        &genai,
+        &[
+            ("genai_looping", "researcher", true),
+            ("genai_healthy", "planner", false),
+        ],
+    );
+    // Both LangGraph instrumentations: the default graph is "LangGraph", the other was
+    // compiled with a name; never create_react_agent's "agent" node.
+    for report in [&openllmetry, &openinference] {
+        runs.extend(runs_of(
+            report,
+            &[
+                ("looping", "LangGraph", true),
+                ("healthy", "order_helper", false),
+            ],
+        ));
+    }
+
+    let all: BTreeSet<&str> = runs.iter().map(|(r, _, _)| r.as_str()).collect();
+    let recs = read_topic_until(
+        &cfg,
+        &cfg.kafka.topics.output,
+        Duration::from_secs(120),
+        Some(&mut worker),
+        |recs| {
+            let outs = outputs(recs);
+            let ended: BTreeSet<&str> = outs
+                .iter()
+                .filter(|o| matches!(o, OutputEvent::RunTerminated(_)))
+                .map(|o| o.run_id())
+                .collect();
+            all.iter().all(|r| ended.contains(r))
+        },
+    );
+    let outs = outputs(&recs);
+    let mut caught = 0;
+    for (run, agent, loops) in &runs {
+        let end = outs
+            .iter()
+            .find_map(|o| match o {
+                OutputEvent::RunTerminated(t) if &t.run_id == run => Some(t),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("run {run} never ended: {outs:?}"));
+        assert_eq!(end.project_id, project, "the API key names the project");
+        assert_eq!(end.agent_name.as_deref(), Some(agent.as_str()), "{end:?}");
+        let signalled = outs
+            .iter()
+            .any(|o| !matches!(o, OutputEvent::RunTerminated(_)) && o.run_id() == run);
+        assert_eq!(end.loop_detected, *loops, "{agent} run {run}: {end:?}");
+        if !loops {
+            assert!(!signalled, "healthy run {run} signalled: {outs:?}");
+            continue;
+        }
+        caught += 1;
+        // Step numbers, apart from the start-time indices: small, ordered, within the run.
+        let began = end.loop_step_number.expect("the loop's step number");
+        let at = end
+            .loop_caught_step_number
+            .expect("the catch's step number");
+        assert!(
+            1 <= began && began <= at && at <= end.totals.steps,
+            "step numbers {began}..{at} of {} steps: {end:?}",
+            end.totals.steps
+        );
+        assert!(
+            end.loop_step_index.expect("index") > 1_000_000_000_000_000,
+            "OTLP indices are start times: {end:?}"
+        );
+    }
+    assert_eq!(caught, 3, "one looping agent per instrumentation");
+
+    // ClickHouse: the catches' steps counted, and averaged as counts.
+    let t = Duration::from_secs(120);
+    let sql = format!("SELECT count() FROM {{db}}.runs FINAL WHERE project_id = '{project}'");
+    assert_eq!(
+        await_ch_count(&cfg, &sql, runs.len() as u64, t).await,
+        runs.len() as u64
+    );
+    let sql = format!(
+        "SELECT toUInt64(sum(loops_caught)) FROM {{db}}.rollup_minute FINAL WHERE project_id = '{project}'"
+    );
+    assert_eq!(
+        await_ch_count(&cfg, &sql, 3, t).await,
+        3,
+        "every catch in the rollup"
+    );
+    let client = clickhouse(&cfg).with_database(&cfg.clickhouse.database);
+    let rows: Vec<(String, u8, u8, u64, u64)> = client
+        .query(&format!(
+            "SELECT run_id, loops_caught, loops_counted, steps_to_catch, caught_after_steps \
+             FROM rollup_minute FINAL WHERE project_id = '{project}' AND loops_caught = 1"
+        ))
+        .fetch_all()
+        .await
+        .expect("rollup rows");
+    let mut counts: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for (run, _, counted, to_catch, caught_after) in &rows {
+        let end = outs
+            .iter()
+            .find_map(|o| match o {
+                OutputEvent::RunTerminated(t) if &t.run_id == run => Some(t),
+                _ => None,
+            })
+            .expect("the caught run ended");
+        let (began, at) = (
+            end.loop_step_number.unwrap_or(0),
+            end.loop_caught_step_number.unwrap_or(0),
+        );
+        assert_eq!(*counted, 1, "{run}: steps counted");
+        assert_eq!(
+            *to_catch,
+            at - began,
+            "{run}: the catch's step numbers apart"
+        );
+        assert_eq!(caught_after, to_catch, "{run}");
+        counts
+            .entry(end.agent_name.clone().unwrap_or_default())
+            .or_default()
+            .push(*to_catch as f64);
+    }
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let numbers: Vec<(u64, u64)> = client
+        .query(&format!(
+            "SELECT loop_step_number, loop_caught_step_number FROM runs FINAL \
+             WHERE project_id = '{project}' AND loop_detected = 1"
+        ))
+        .fetch_all()
+        .await
+        .expect("runs rows");
+    assert_eq!(numbers.len(), 3);
+    assert!(
+        numbers.iter().all(|&(b, c)| 1 <= b && b <= c),
+        "{numbers:?}"
+    );
+    let rollup = eddy::query::run(
+        &client,
+        "agent_rollup",
+        &[
+            ("project_id", project.as_str()),
+            ("from", "2020-01-01T00:00:00Z"),
+            ("to", "2100-01-01T00:00:00Z"),
+            ("bucket_seconds", "3153600000"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    )
+    .await
+    .expect("agent_rollup");
+    let col = |row: &[String], c: &str| row[rollup.column(c).expect(c)].clone();
+    let averages: std::collections::BTreeMap<String, f64> = rollup
+        .rows
+        .iter()
+        .filter(|r| col(r, "loops_caught") != "0")
+        .map(|r| {
+            let avg = col(r, "avg_caught_after_steps").parse().expect("a number");
+            (col(r, "agent_name"), avg)
+        })
+        .collect();
+    assert_eq!(
+        averages.keys().collect::<Vec<_>>(),
+        counts.keys().collect::<Vec<_>>(),
+        "{averages:?}"
+    );
+    for (agent, c) in &counts {
+        let mean = c.iter().sum::<f64>() / c.len() as f64;
+        assert!(
+            (averages[agent] - (mean * 100.0 + 0.5).floor() / 100.0).abs() < 1e-9 && mean < 20.0,
+            "{agent}: the average of counted steps ({mean}), not of start-time differences: \
+             {averages:?}"
+        );
+    }
+
+    let m = metrics(&addrs.admin);
+    let grpc = "transport=\"grpc\"";
+    assert!(
+        counter(&m, "eddy_otlp_requests_total", &[grpc, "answer=\"ok\""]) > 0,
+        "{m}"
+    );
+    assert_eq!(
+        counter(
+            &m,
+            "eddy_otlp_requests_total",
+            &[grpc, "answer=\"unauthorized\""]
+        ),
+        2,
+        "{m}"
+    );
+    assert_eq!(
+        counter(
+            &m,
+            "eddy_otlp_requests_total",
+            &[grpc, "answer=\"bad_request\""]
+        ),
+        1,
+        "{m}"
+    );
 }

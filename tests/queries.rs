@@ -326,6 +326,11 @@ async fn check_agent_rollup(
     };
     let mut want: RollupWant = BTreeMap::new();
     let mut started: std::collections::HashSet<String> = Default::default();
+    // Steps to catch, counted from the events: the run's distinct step indices seen when its
+    // catching step arrived, after the loop's first step up to the catching one. Per bucket:
+    // (sum, loops).
+    let mut seen: HashMap<String, std::collections::BTreeSet<u64>> = HashMap::new();
+    let mut to_catch: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     for (_, l) in lines {
         let Ok(ev) = decode(l.as_bytes()) else {
             continue;
@@ -341,6 +346,17 @@ async fn check_agent_rollup(
         }
         if let Event::Step(s) = ev {
             let t = by_run[run.as_str()];
+            let fresh = seen.entry(run.clone()).or_default().insert(s.step_index);
+            if let (Some(began), Some(caught)) = (t.loop_step_index, t.loop_caught_step_index) {
+                if fresh && s.step_index == caught {
+                    let n = seen[run.as_str()].range(began + 1..=caught).count() as u64;
+                    let e = to_catch
+                        .entry((bucket(s.ts_ms), agent_of(&run)))
+                        .or_default();
+                    e.0 += n;
+                    e.1 += 1;
+                }
+            }
             let e = want.entry((bucket(s.ts_ms), agent_of(&run))).or_default();
             e.0[3] += 1;
             e.0[4] += u64::from(s.tool_success == Some(false));
@@ -395,6 +411,13 @@ async fn check_agent_rollup(
             n(row, "loops_caught"),
         ];
         assert_eq!(&counts, w, "agent_rollup counts for {k:?}");
+        let (sum, loops) = to_catch.get(&k).copied().unwrap_or((0, 0));
+        let avg = (sum as f64 / loops.max(1) as f64 * 100.0 + 0.5).floor() / 100.0;
+        assert!(
+            (f(row, "avg_caught_after_steps") - avg).abs() < 1e-9,
+            "steps to catch for {k:?}: {} (want {avg})",
+            col(&got, row, "avg_caught_after_steps")
+        );
         assert!((f(row, "cost_usd") - c[0]).abs() < 1e-5, "cost for {k:?}");
         assert!(
             (f(row, "loop_cost_usd") - c[1]).abs() < 1e-5,

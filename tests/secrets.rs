@@ -1,6 +1,6 @@
 //! Secrets are never logged: a worker given a ClickHouse password and Kafka SASL credentials
 //! (here: wrong ones, so it fails and logs its errors at debug level) must not print them, and
-//! neither may `eddy config check`.
+//! neither may `eddy config check`; nor the API keys and UI tokens they are given too.
 mod common;
 
 use common::*;
@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 const CH_SECRET: &str = "ch-SECRET-7x1";
 const KAFKA_SECRET: &str = "kafka-SECRET-9q2";
+const API_KEY: &str = "kw_APIKEYSECRET4d1";
+const UI_TOKEN: &str = "ui-TOKEN-SECRET-83bd27";
 
 fn command(cfg: &eddy::config::Config, file: &std::path::Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_eddy"));
@@ -30,6 +32,8 @@ fn command(cfg: &eddy::config::Config, file: &std::path::Path, args: &[&str]) ->
         .env("EDDY_TOPIC_PARTITIONS", "1")
         .env("EDDY_ADMIN_ADDR", "127.0.0.1:0")
         .env("EDDY_SHUTDOWN_GRACE_MS", "5000")
+        .env("EDDY_INGEST_API_KEYS", format!("{API_KEY}=proj-visible"))
+        .env("EDDY_UI_TOKENS", format!("{UI_TOKEN}=user-visible"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     cmd
@@ -60,14 +64,15 @@ async fn secrets_never_reach_the_logs() {
         String::from_utf8_lossy(&check.stdout),
         String::from_utf8_lossy(&check.stderr)
     );
-    assert!(
-        shown.contains("eddy-user"),
-        "config check shows the settings: {shown}"
-    );
-    assert!(
-        !shown.contains(CH_SECRET) && !shown.contains(KAFKA_SECRET),
-        "{shown}"
-    );
+    for visible in ["eddy-user", "proj-visible", "user-visible"] {
+        assert!(
+            shown.contains(visible),
+            "config check shows the settings ({visible}): {shown}"
+        );
+    }
+    for secret in [CH_SECRET, KAFKA_SECRET, API_KEY, UI_TOKEN] {
+        assert!(!shown.contains(secret), "{secret}: {shown}");
+    }
 
     // The worker: ClickHouse rejects the password, so it logs errors (and retries or exits).
     let mut child = command(&cfg, &file, &["run"]).spawn().expect("spawn");
@@ -109,6 +114,9 @@ async fn secrets_never_reach_the_logs() {
         !all.contains(KAFKA_SECRET),
         "SASL password in the logs:\n{all}"
     );
+    for secret in [API_KEY, UI_TOKEN] {
+        assert!(!all.contains(secret), "{secret} in the logs:\n{all}");
+    }
     eprintln!(
         "{} log bytes checked; last lines:\n{}",
         all.len(),

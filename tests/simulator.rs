@@ -63,6 +63,9 @@ fn every_injected_loop_is_caught_and_no_healthy_run_alerted() {
         );
     }
     assert_eq!(report.pooled.precision(), 1.0, "{text}");
+    // The verdict that halts an agent: every loop caught is stopped, no healthy run is.
+    assert_eq!(report.stopped.tp, report.pooled.tp, "{text}");
+    assert_eq!(report.stopped.fp, 0, "{text}");
 }
 
 #[test]

@@ -3,6 +3,9 @@
 //! DOM chromium built and compared with independent SQL on the same tables (not the UI's own
 //! queries). Screenshots go to `target/ui-screenshots/` (CI keeps them); with
 //! `EDDY_UI_DOCS_SCREENSHOTS=1` the fleet and run pages are also copied to `docs/`.
+//! The UI requires a token, as it does for users: chromium signs in with it as the password in
+//! the URL (HTTP Basic, what a browser's prompt sends), the live stream's client as a bearer
+//! token. tests/ui_auth.rs checks the refusals.
 mod common;
 
 use common::*;
@@ -12,9 +15,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The token the UI is started with.
+const TOKEN: &str = "ui-browser-test-token-2c81e4";
+
 struct Ui {
     child: Child,
+    /// `http://user:token@host:port`, for the browser.
     base: String,
+    addr: String,
 }
 
 impl Drop for Ui {
@@ -34,6 +42,7 @@ fn start_ui(cfg: &eddy::config::Config) -> Ui {
         .env("EDDY_CLICKHOUSE_URL", &cfg.clickhouse.url)
         .env("EDDY_CLICKHOUSE_DATABASE", &cfg.clickhouse.database)
         .env("EDDY_OUTPUT_TOPIC", &cfg.kafka.topics.output)
+        .env("EDDY_UI_TOKENS", format!("{TOKEN}=browser-test"))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -42,13 +51,17 @@ fn start_ui(cfg: &eddy::config::Config) -> Ui {
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
         .expect("eddy ui prints its address");
-    let base = line
+    let addr = line
         .trim()
-        .strip_prefix("eddy ui: ")
+        .strip_prefix("eddy ui: http://")
         .unwrap_or_else(|| panic!("unexpected first line from eddy ui: {line:?}"))
         .trim_end_matches('/')
         .to_string();
-    Ui { child, base }
+    Ui {
+        child,
+        base: format!("http://browser:{TOKEN}@{addr}"),
+        addr,
+    }
 }
 
 fn chromium() -> PathBuf {
@@ -240,7 +253,7 @@ async fn pages_show_what_clickhouse_holds() {
     }
     assert!(fleet.signals() > 0, "the simulated fleet has loops");
     let ui = start_ui(&cfg);
-    eprintln!("chromium: {}; ui: {}", chromium.display(), ui.base);
+    eprintln!("chromium: {}; ui: http://{}", chromium.display(), ui.addr);
 
     // Fleet page, over a window holding the whole fleet.
     let fleet_url = format!("{}/?range=30d&bucket=3600", ui.base);
@@ -429,13 +442,14 @@ async fn pages_show_what_clickhouse_holds() {
     screenshot(&format!("{}/search?agent={agent}", ui.base), "search");
 
     // Live: subscribe, then run a second fleet through the worker; its signals stream in.
-    let addr = ui.base.trim_start_matches("http://").to_string();
+    let addr = ui.addr.clone();
     let mut sse = std::net::TcpStream::connect(&addr).expect("connect to eddy ui");
     sse.set_read_timeout(Some(Duration::from_millis(500)))
         .expect("timeout");
     write!(
         sse,
-        "GET /live/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+        "GET /live/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\
+         Authorization: Bearer {TOKEN}\r\n\r\n"
     )
     .expect("request");
     let mut got = String::new();

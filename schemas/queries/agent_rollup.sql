@@ -3,6 +3,8 @@
 -- Params: project_id, from, to, bucket_seconds (60, 300, 3600, 86400, ...).
 -- Runs count in the bucket they ended in; steps, errors, tokens and cost in the bucket they
 -- happened in; loop_cost_usd is what steps cost once their run's loop was caught.
+-- avg_caught_after_steps averages counted steps (`steps_to_catch` over `loops_counted`), never
+-- differences of step indices, which OTLP runs' start-time indices are not (0004_step_numbers).
 -- Output columns reuse the table's column names, so the table's columns are read under other
 -- names first (an alias would otherwise shadow its column inside other aggregates).
 -- Averages round half up as floor(x * 10^n + 0.5) / 10^n (see health.sql).
@@ -19,7 +21,7 @@ SELECT
     round(sum(c_all), 6) AS cost_usd,
     round(sum(c_loop), 6) AS loop_cost_usd,
     sum(caught) AS loops_caught,
-    floor(sum(caught_after) / greatest(sum(caught), 1) * 100 + 0.5) / 100 AS avg_caught_after_steps,
+    floor(sum(to_catch) / greatest(sum(counted), 1) * 100 + 0.5) / 100 AS avg_caught_after_steps,
     countIf(reason = 'clean') AS ended_clean,
     countIf(reason = 'loop_detected') AS ended_loop_detected,
     countIf(reason = 'max_steps_reached') AS ended_max_steps,
@@ -41,7 +43,8 @@ FROM
         cost_usd AS c_all,
         loop_cost_usd AS c_loop,
         loops_caught AS caught,
-        caught_after_steps AS caught_after
+        loops_counted AS counted,
+        steps_to_catch AS to_catch
     FROM rollup_minute FINAL
     WHERE project_id = {project_id:String}
       AND bucket >= {from:DateTime} AND bucket < {to:DateTime}

@@ -1,16 +1,18 @@
 //! Admin HTTP server: `/metrics` (Prometheus), `/livez` (+ `/healthz`), `/readyz`.
 //!
-//! `/livez` checks nothing but the process: a ClickHouse or broker outage must grow lag, not
-//! trigger a restart storm. `/readyz` is true only while the worker consumes with its state
-//! restored and ClickHouse answering, and false from the moment shutdown begins.
+//! `/livez` fails only when the worker's watchdog found it stuck (no partition, or no input,
+//! while its input has lag nobody works off): a ClickHouse or broker outage must grow lag, not
+//! trigger a restart storm. `/readyz` is true only while the worker consumes with the state of
+//! every assigned partition restored and ClickHouse answering, and false from the moment
+//! shutdown begins.
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
@@ -24,12 +26,18 @@ pub enum AdminError {
     Addr(String),
 }
 
-/// What `/readyz` reports. Shared between the worker and the server.
+/// What `/readyz` and `/livez` report. Shared between the worker and the server.
 #[derive(Default)]
 pub struct Health {
     consuming: AtomicBool,
     clickhouse_ok: AtomicBool,
     draining: AtomicBool,
+    /// A member of its consumer group (workers only; other daemons never clear it).
+    not_member: AtomicBool,
+    /// Assigned partitions whose state is still being restored from the changelog.
+    restoring: AtomicUsize,
+    /// Why the watchdog gave up on this process, once it did.
+    stuck: Mutex<Option<String>>,
 }
 
 impl Health {
@@ -42,17 +50,44 @@ impl Health {
     pub fn set_draining(&self) {
         self.draining.store(true, Ordering::Relaxed);
     }
-    pub fn ready(&self) -> Result<(), &'static str> {
+    pub fn set_member(&self, member: bool) {
+        self.not_member.store(!member, Ordering::Relaxed);
+    }
+    pub fn set_restoring(&self, partitions: usize) {
+        self.restoring.store(partitions, Ordering::Relaxed);
+    }
+    pub fn set_stuck(&self, why: String) {
+        if let Ok(mut s) = self.stuck.lock() {
+            *s = Some(why);
+        }
+    }
+    pub fn ready(&self) -> Result<(), String> {
         if self.draining.load(Ordering::Relaxed) {
-            return Err("draining: shutting down");
+            return Err("draining: shutting down".into());
         }
         if !self.consuming.load(Ordering::Relaxed) {
-            return Err("not consuming yet");
+            return Err("not consuming yet".into());
+        }
+        if self.not_member.load(Ordering::Relaxed) {
+            return Err("not a member of the consumer group (joining it)".into());
+        }
+        let restoring = self.restoring.load(Ordering::Relaxed);
+        if restoring > 0 {
+            return Err(format!(
+                "restoring the state of {restoring} assigned partition(s) from the changelog"
+            ));
         }
         if !self.clickhouse_ok.load(Ordering::Relaxed) {
-            return Err("ClickHouse is not answering");
+            return Err("ClickHouse is not answering".into());
         }
         Ok(())
+    }
+    /// Err once the watchdog found the process stuck.
+    pub fn live(&self) -> Result<(), String> {
+        match self.stuck.lock().ok().and_then(|s| s.clone()) {
+            Some(why) => Err(format!("stuck: {why}")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -92,6 +127,15 @@ pub async fn serve(addr: &str, health: Arc<Health>) -> Result<SocketAddr, AdminE
     let handle = metrics_handle();
     metrics::gauge!("eddy_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     let h = health.clone();
+    let live = move || {
+        let h = health.clone();
+        async move {
+            match h.live() {
+                Ok(()) => (StatusCode::OK, "ok".to_string()).into_response(),
+                Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+            }
+        }
+    };
     let app = Router::new()
         .route(
             "/metrics",
@@ -107,15 +151,15 @@ pub async fn serve(addr: &str, health: Arc<Health>) -> Result<SocketAddr, AdminE
                 }
             }),
         )
-        .route("/livez", get(|| async { "ok" }))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/livez", get(live.clone()))
+        .route("/healthz", get(live))
         .route(
             "/readyz",
             get(move || {
                 let h = h.clone();
                 async move {
                     match h.ready() {
-                        Ok(()) => (StatusCode::OK, "ready").into_response(),
+                        Ok(()) => (StatusCode::OK, "ready".to_string()).into_response(),
                         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
                     }
                 }

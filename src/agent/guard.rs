@@ -153,6 +153,7 @@ mod tests {
             step_indices: (1..=7).collect(),
             first_step_index: 1,
             evidence: serde_json::Value::Null,
+            advice: String::new(),
         })
     }
 

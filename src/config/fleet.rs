@@ -45,6 +45,8 @@ pub struct FleetConfig {
     pub interval_ms: u64,
     /// Admin server (/metrics, /livez, /readyz) of `eddy fleet-watch`; unset, none is started.
     pub admin_addr: Option<String>,
+    /// `[fleet.notify]`: destinations (webhook, Slack, PagerDuty, Alertmanager) and retries.
+    pub notify: super::notify::NotifyConfig,
 }
 
 impl Default for FleetConfig {
@@ -66,6 +68,7 @@ impl Default for FleetConfig {
             backfill_windows: 1,
             interval_ms: 60_000,
             admin_addr: None,
+            notify: Default::default(),
         }
     }
 }
@@ -110,12 +113,18 @@ impl FleetConfig {
         if self.interval_ms == 0 {
             return Some("fleet.interval_ms must be positive".into());
         }
-        None
+        self.notify.problem()
     }
 
     pub fn transactional_id(&self, database: &str) -> String {
         self.transactional_id
             .clone()
             .unwrap_or_else(|| format!("eddy-fleet-watch-{database}"))
+    }
+
+    /// The notifier's own producer: it commits each delivery's progress (and dead letter)
+    /// apart from the evaluator's windows, and is fenced with it by a second instance.
+    pub fn notify_transactional_id(&self, database: &str) -> String {
+        format!("{}.notify", self.transactional_id(database))
     }
 }

@@ -18,6 +18,14 @@ pub enum Delivery {
     ExactlyOnce,
 }
 
+/// How long a client goes without any reachable broker before it starts over from
+/// `bootstrap.servers`. librdkafka forgets a broker that a metadata answer leaves out (a KRaft
+/// controller briefly fences a broker that froze or restarted), and with the only broker it knew
+/// forgotten it waits `metadata.recovery.rebootstrap.trigger.ms`, five minutes by default,
+/// before it looks again: five minutes in which a worker consumes nothing. Every client eddy
+/// makes takes this unless its table sets the property.
+pub const REBOOTSTRAP: (&str, &str) = ("metadata.recovery.rebootstrap.trigger.ms", "10000");
+
 /// No `Debug`: it holds the SASL password (print [`super::Config::redacted`] instead).
 #[derive(Clone, PartialEq)]
 pub struct KafkaConfig {
@@ -132,6 +140,14 @@ impl KafkaConfig {
     pub fn client_props(&self) -> Vec<(String, String)> {
         let mut m = BTreeMap::new();
         m.insert("bootstrap.servers".to_string(), self.brokers.clone());
+        let (k, v) = REBOOTSTRAP;
+        m.insert(
+            k.to_string(),
+            self.consumer
+                .get(k)
+                .cloned()
+                .unwrap_or_else(|| v.to_string()),
+        );
         for (k, val) in &self.consumer {
             if is_security_property(k) {
                 m.insert(k.clone(), val.clone());
@@ -163,6 +179,8 @@ impl KafkaConfig {
     /// on top of eddy's own settings: its table, then the top-level security keys.
     pub fn props_for(&self, table: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         let mut m = table.clone();
+        let (k, v) = REBOOTSTRAP;
+        m.entry(k.to_string()).or_insert_with(|| v.to_string());
         for (k, v) in self.security_props() {
             m.insert(k.to_string(), v);
         }

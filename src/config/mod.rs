@@ -14,10 +14,12 @@ mod flat;
 mod fleet;
 mod ingest;
 mod kafka;
+pub mod notify;
+pub mod secrets;
 mod worker;
 
 pub use clickhouse::ClickHouseConfig;
-pub use ingest::{IngestConfig, UiConfig};
+pub use ingest::{IngestConfig, UiConfig, MIN_UI_TOKEN_CHARS};
 pub use kafka::{Delivery, KafkaConfig, TopicsConfig};
 pub use worker::WorkerConfig;
 
@@ -100,6 +102,12 @@ impl Config {
                 fig = fig.merge((key, v));
             }
         }
+        // The same for destinations' text fields (secrets among them).
+        for (k, v) in std::env::vars() {
+            if let Some(path) = destination_text_key(&k) {
+                fig = fig.merge((path, v));
+            }
+        }
         for (k, v) in overrides {
             fig = fig.merge((*k, v.clone()));
         }
@@ -111,16 +119,23 @@ impl Config {
     /// The effective configuration as JSON with secrets masked, for `eddy config check`.
     pub fn redacted(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
-        // Ingest API keys are map keys, not values: mask them, keep the projects visible.
-        if let Some(serde_json::Value::Object(keys)) = v.get_mut("ingest_api_keys") {
-            let masked = std::mem::take(keys)
-                .into_iter()
-                .enumerate()
-                .map(|(i, (_, project))| (format!("kw_***{}", i + 1), project))
-                .collect();
-            *keys = masked;
-        }
+        // Secret tables hold their secrets as keys: mask those, keep the names visible. Taken
+        // out first, as `ui_tokens` would otherwise be masked whole for its name.
+        let tables: Vec<(&str, serde_json::Value)> = SECRET_TABLES
+            .iter()
+            .filter_map(|k| Some((*k, v.as_object_mut()?.remove(*k)?)))
+            .collect();
         redact(&mut v);
+        if let Some(m) = v.as_object_mut() {
+            for (k, t) in tables {
+                m.insert(k.to_string(), secrets::masked(t));
+            }
+        }
+        // A destination's secret may be a URL (Slack's) or a field named like no other secret
+        // (`routing_key`): its own redaction knows which.
+        if let Some(f) = v.get_mut("fleet").and_then(|f| f.as_object_mut()) {
+            f.insert("notify".into(), self.fleet.notify.redacted());
+        }
         v
     }
 
@@ -136,6 +151,7 @@ impl Config {
         for (name, t) in [
             ("fleet.alert_topic", &self.fleet.alert_topic),
             ("fleet.state_topic", &self.fleet.state_topic),
+            ("fleet.notify.dlq_topic", &self.fleet.notify.dlq_topic),
         ] {
             if !kafka::is_topic_name(t) {
                 return bad(format!("{name} `{t}` is not a valid Kafka topic name"));
@@ -143,6 +159,12 @@ impl Config {
             if *t == topics.input || *t == topics.output || *t == topics.dlq {
                 return bad(format!("{name} `{t}` must differ from the worker's topics"));
             }
+        }
+        let dlq = &self.fleet.notify.dlq_topic;
+        if *dlq == self.fleet.alert_topic || *dlq == self.fleet.state_topic {
+            return bad(format!(
+                "fleet.notify.dlq_topic `{dlq}` must differ from fleet.alert_topic and fleet.state_topic"
+            ));
         }
         if topics.input == topics.output || topics.input == topics.dlq {
             return bad("input_topic must differ from output_topic and dlq_topic".into());
@@ -167,6 +189,7 @@ impl Config {
             return bad("max_message_bytes and dlq_max_payload_bytes must be >= 1".into());
         }
         worker.validate()?;
+        self.ui.validate().map_err(ConfigError::Invalid)?;
         if worker.flush_interval_ms.saturating_mul(2) >= u64::from(kafka.session_timeout_ms) {
             return bad(format!(
                 "flush_interval_ms ({}) must be well below session_timeout_ms ({})",
@@ -176,6 +199,9 @@ impl Config {
         Ok(())
     }
 }
+
+/// Settings that map secrets to names (written as described in [`secrets`]).
+const SECRET_TABLES: &[&str] = &["ingest_api_keys", "ui_tokens"];
 
 /// A key names a secret when it mentions a password, secret, token or credential (this covers
 /// librdkafka's `sasl.password`, `ssl.key.password`, `sasl.oauthbearer.client.secret`, ...).
@@ -221,12 +247,34 @@ fn text_keys() -> Vec<String> {
         "kafka_sasl_username",
         "kafka_sasl_password",
         "kafka_ssl_ca_location",
+        "ui_admin_addr",
+        // Secret tables and address lists: their text form is parsed by eddy, not by figment
+        // (which would read `[x]`, `{x}` or a number its own way).
+        "ingest_api_keys",
+        "ui_tokens",
+        "ui_trusted_proxies",
     ];
     let mut keys: Vec<String> = optional.iter().map(|k| k.to_string()).collect();
     if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(Config::default()) {
         keys.extend(m.into_iter().filter(|(_, v)| v.is_string()).map(|(k, _)| k));
     }
     keys
+}
+
+/// `EDDY_FLEET__NOTIFY__DESTINATIONS__ONCALL__ROUTING_KEY` →
+/// `fleet.notify.destinations.oncall.routing_key`, for the text fields of a destination.
+fn destination_text_key(var: &str) -> Option<String> {
+    let rest = var.strip_prefix("EDDY_FLEET__NOTIFY__DESTINATIONS__")?;
+    let (name, field) = rest.split_once("__")?;
+    let field = field.to_ascii_lowercase();
+    // A name with a dot would address another key; validation then names the problem.
+    if name.is_empty() || name.contains('.') || !notify::text_fields().contains(&field.as_str()) {
+        return None;
+    }
+    Some(format!(
+        "fleet.notify.destinations.{}.{field}",
+        name.to_ascii_lowercase()
+    ))
 }
 
 fn known_keys() -> Vec<String> {

@@ -305,3 +305,192 @@ fn unknown_and_mistyped_keys_are_named_with_their_source() {
         Ok(())
     });
 }
+
+#[test]
+#[allow(clippy::result_large_err)] // figment::Jail's own error type
+fn secret_tables_read_the_same_from_file_and_env_and_are_masked() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "eddy.toml",
+            r#"
+                ui_trusted_proxies = ["10.0.0.0/8"]
+                [ingest_api_keys]
+                "kw_FILEKEYFILEKEY" = "from-file"
+                [ui_tokens]
+                "file-token-0123456789" = "file-user"
+            "#,
+        )?;
+        let cfg = Config::load(Some(Path::new("eddy.toml")), &[]).unwrap();
+        assert_eq!(cfg.ingest.api_keys["kw_FILEKEYFILEKEY"], "from-file");
+        assert_eq!(cfg.ui.tokens["file-token-0123456789"], "file-user");
+        assert_eq!(cfg.ui.trusted_proxies, ["10.0.0.0/8"]);
+        // The environment's text form replaces the file's table; upper case and base64
+        // padding survive, which EDDY_INGEST_API_KEYS__<key> names cannot carry.
+        jail.set_env(
+            "EDDY_INGEST_API_KEYS",
+            "kw_UPPERCASEKEY=proj-a,\nkw_other=proj-b",
+        );
+        jail.set_env("EDDY_UI_TOKENS", "QUJDREVGR0hJSktMTU5PUA===ops");
+        jail.set_env("EDDY_UI_TRUSTED_PROXIES", "127.0.0.2, 10.1.0.0/16");
+        jail.set_env("EDDY_UI_PROXY_USER_HEADER", "X-Auth-Request-User");
+        let cfg = Config::load(Some(Path::new("eddy.toml")), &[]).unwrap();
+        let keys: Vec<(&str, &str)> = cfg
+            .ingest
+            .api_keys
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [("kw_UPPERCASEKEY", "proj-a"), ("kw_other", "proj-b")]
+        );
+        let tokens: Vec<(&str, &str)> = cfg
+            .ui
+            .tokens
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(tokens, [("QUJDREVGR0hJSktMTU5PUA==", "ops")]);
+        assert_eq!(cfg.ui.trusted_proxies, ["127.0.0.2", "10.1.0.0/16"]);
+        assert_eq!(cfg.ui.proxy_user_header, "X-Auth-Request-User");
+        let shown = format!("{} {cfg:?}", cfg.redacted());
+        for secret in ["UPPERCASEKEY", "kw_other", "QUJDREVG"] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+        }
+        for name in ["proj-a", "proj-b", "\"ops\"", "10.1.0.0/16"] {
+            assert!(shown.contains(name), "{name} not shown: {shown}");
+        }
+        // A malformed entry is named by position, never by its text.
+        jail.set_env(
+            "EDDY_UI_TOKENS",
+            "QUJDREVGR0hJSktMTU5PUA==ops,NOEQUALSIGNSECRET",
+        );
+        let err = Config::load(None, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("entry #2") && err.contains("ui_tokens"),
+            "{err}"
+        );
+        assert!(!err.contains("NOEQUALSIGNSECRET"), "{err}");
+        Ok(())
+    });
+}
+
+#[test]
+fn ui_access_settings_are_checked_by_name() {
+    let bad = |f: &dyn Fn(&mut UiConfig)| {
+        let mut cfg = Config::default();
+        f(&mut cfg.ui);
+        cfg.validate().unwrap_err().to_string()
+    };
+    let e = bad(&|u| {
+        u.tokens.insert("short-SECRET".into(), "ops".into());
+    });
+    assert!(
+        e.contains("ui_tokens: token #1") && !e.contains("SECRET"),
+        "{e}"
+    );
+    let e = bad(&|u| {
+        u.tokens
+            .insert("with a space SECRET-0123".into(), "ops".into());
+    });
+    assert!(e.contains("token #1") && !e.contains("SECRET"), "{e}");
+    let e = bad(&|u| u.trusted_proxies = vec!["10.0.0.0/33".into()]);
+    assert!(
+        e.contains("ui_trusted_proxies") && e.contains("10.0.0.0/33"),
+        "{e}"
+    );
+    let e = bad(&|u| u.proxy_user_header = "X User".into());
+    assert!(e.contains("ui_proxy_user_header"), "{e}");
+    let e = bad(&|u| {
+        u.insecure_open = true;
+        u.trusted_proxies = vec!["127.0.0.1".into()];
+    });
+    assert!(e.contains("ui_insecure_open"), "{e}");
+    // Nothing configured is valid configuration (the worker reads the same file); `eddy ui`
+    // itself refuses to start (ui::auth).
+    Config::default().validate().unwrap();
+}
+
+#[test]
+#[allow(clippy::result_large_err)] // figment::Jail's own error type
+fn destinations_come_from_file_and_environment_with_secrets_verbatim_and_masked() {
+    use crate::config::notify::Destination;
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "eddy.toml",
+            r#"
+[fleet.notify.destinations.oncall]
+kind = "pagerduty"
+severity = "critical"
+
+[fleet.notify.destinations.team]
+kind = "slack"
+url = "https://hooks.slack.com/services/T0/B0/FROMFILE"
+"#,
+        )?;
+        // A routing key of digits stays text, leading zero included.
+        jail.set_env(
+            "EDDY_FLEET__NOTIFY__DESTINATIONS__ONCALL__ROUTING_KEY",
+            "0123456789",
+        );
+        jail.set_env(
+            "EDDY_FLEET__NOTIFY__DESTINATIONS__TEAM__URL",
+            "https://hooks.slack.com/services/T1/B1/SLACKSECRET",
+        );
+        // A destination from the environment alone.
+        jail.set_env("EDDY_FLEET__NOTIFY__DESTINATIONS__HOOK__KIND", "webhook");
+        jail.set_env(
+            "EDDY_FLEET__NOTIFY__DESTINATIONS__HOOK__URL",
+            "https://receiver.example/eddy?token=QUERYSECRET",
+        );
+        jail.set_env(
+            "EDDY_FLEET__NOTIFY__DESTINATIONS__HOOK__SECRET",
+            "1234567890123456789",
+        );
+        jail.set_env("EDDY_FLEET__NOTIFY__MAX_ATTEMPTS", "3");
+        let cfg = Config::load(Some(std::path::Path::new("eddy.toml")), &[]).unwrap();
+        let n = &cfg.fleet.notify;
+        assert_eq!(n.max_attempts, 3);
+        let Destination::Pagerduty {
+            routing_key,
+            severity,
+            url,
+        } = &n.destinations["oncall"]
+        else {
+            panic!("oncall is not pagerduty")
+        };
+        assert_eq!(
+            (routing_key.as_str(), severity.as_str(), url.as_str()),
+            (
+                "0123456789",
+                "critical",
+                "https://events.pagerduty.com/v2/enqueue"
+            )
+        );
+        assert!(matches!(&n.destinations["team"],
+            Destination::Slack { url } if url.ends_with("SLACKSECRET")));
+        assert!(matches!(&n.destinations["hook"],
+            Destination::Webhook { secret, .. } if secret == "1234567890123456789"));
+        let shown = cfg.redacted().to_string();
+        for secret in [
+            "0123456789",
+            "SLACKSECRET",
+            "FROMFILE",
+            "QUERYSECRET",
+            "1234567890123456789",
+        ] {
+            assert!(!shown.contains(secret), "{secret}: {shown}");
+        }
+        for visible in [
+            "oncall",
+            "critical",
+            "hooks.slack.com",
+            "receiver.example",
+            "webhook",
+        ] {
+            assert!(shown.contains(visible), "{visible}: {shown}");
+        }
+        assert!(!format!("{cfg:?}").contains("SLACKSECRET"));
+        Ok(())
+    });
+}

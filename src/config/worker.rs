@@ -26,6 +26,17 @@ pub struct WorkerConfig {
     /// it they are dropped uncommitted and the next owner redoes that batch. Keep it well below
     /// `max.poll.interval.ms` (librdkafka's rebalance timeout, 300 s by default).
     pub revoke_drain_ms: u64,
+    /// The longest any single wait of a flush may take: a ClickHouse insert attempt (then it
+    /// is tried again), the brokers' acknowledgement of outputs and changelog records, the
+    /// offset commit's answer, each transaction call. A Kafka wait that misses it fails the
+    /// flush, and the worker aborts the transaction (exactly_once) and redoes the batch from
+    /// the last commit, consuming on meanwhile. Keep it below `transaction_timeout_ms`.
+    pub flush_timeout_ms: u64,
+    /// A worker that holds no partition, or holds partitions but receives nothing, while its
+    /// input has lag that no member works off, exits non-zero after this long (and `/livez`
+    /// says why), so that its restart rejoins the group. Waiting for a full batch's flush or
+    /// for ClickHouse never counts. 0 turns the watchdog off.
+    pub watchdog_timeout_ms: u64,
     /// Print a progress line every this many seconds (0 = never).
     pub progress_interval_s: u64,
     /// Input messages larger than this are dead-lettered (`too_large`) without being parsed.
@@ -41,6 +52,8 @@ impl Default for WorkerConfig {
             flush_interval_ms: 250,
             shutdown_grace_ms: 25_000,
             revoke_drain_ms: 15_000,
+            flush_timeout_ms: 60_000,
+            watchdog_timeout_ms: 120_000,
             progress_interval_s: 10,
             max_message_bytes: 1024 * 1024,
         }
@@ -52,6 +65,11 @@ impl WorkerConfig {
         if self.batch_max_messages == 0 {
             return Err(ConfigError::Invalid(
                 "batch_max_messages must be >= 1".into(),
+            ));
+        }
+        if self.flush_timeout_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "flush_timeout_ms must be >= 1 (every wait of a flush needs a deadline)".into(),
             ));
         }
         Ok(())

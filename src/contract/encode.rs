@@ -44,6 +44,8 @@ struct Wire<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     caller: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    signal_event_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<RunStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     termination_reason: Option<TerminationReason>,
@@ -97,6 +99,7 @@ pub fn encode(event: &Event) -> Result<Vec<u8>, serde_json::Error> {
             tokens_in_context: e.tokens_in_context,
             agent: e.agent.as_deref(),
             caller: e.caller.as_deref(),
+            signal_event_id: e.signal_event_id.as_deref(),
             metadata: raw(e.metadata.as_ref())?,
             ..base
         },
@@ -153,6 +156,7 @@ mod tests {
                 agent: Some("researcher".into()),
                 caller: Some("planner".into()),
                 metadata: None,
+                signal_event_id: Some("0123456789abcdef0123456789abcdef".into()),
             }),
             Event::RunFinished(RunFinished {
                 key: key(),

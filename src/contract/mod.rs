@@ -12,4 +12,4 @@ pub use input::{
     decode, DecodeError, Event, JsonText, ReportedTotals, RunFinished, RunKey, RunStarted,
     RunStatus, Step, TerminationReason,
 };
-pub use output::{OutputEvent, RunTerminated, Severity, Signal, Totals};
+pub use output::{OutputEvent, RunTerminated, Severity, Signal, SteerOutcome, Totals};

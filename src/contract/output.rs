@@ -50,6 +50,11 @@ pub struct Signal {
     pub step_indices: Vec<u64>,
     pub first_step_index: u64,
     pub evidence: serde_json::Value,
+    /// The corrective message a guard hands the agent (what repeats, since which step, the
+    /// evidence, what to try instead), built once from the finding (`engine::advice`). Absent
+    /// from signals of workers that predate it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub advice: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -83,12 +88,53 @@ pub struct RunTerminated {
     pub loop_step_index: Option<u64>,
     /// Step index at which the loop was first caught (alert or stop).
     pub loop_caught_step_index: Option<u64>,
+    /// The same two steps as the run's step numbers (1: its first step, in step order), apart
+    /// from the indices, which need not count steps (OTLP's are start times). Absent when there
+    /// is no loop, or from workers that predate them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_step_number: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_caught_step_number: Option<u64>,
     /// The loop flag the agent reported itself, when it did (keelwave bridge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reported_loop_detected: Option<bool>,
     pub signals: u32,
     pub redeliveries: u64,
     pub totals: Totals,
+    /// The step at which a guard first steered the run (its first `steer` step); absent when
+    /// no guard steered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steered_step_index: Option<u64>,
+    /// How many `steer` steps the run reported.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub steers: u32,
+    /// For a steered run: `recovered` when no alert or stop fired after its first steer,
+    /// `looped_again` when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steer_outcome: Option<SteerOutcome>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// What followed a steer: did the run get caught again?
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SteerOutcome {
+    /// No alert or stop fired after the run was first steered.
+    Recovered,
+    /// An alert or stop fired after it.
+    LoopedAgain,
+}
+
+impl SteerOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SteerOutcome::Recovered => "recovered",
+            SteerOutcome::LoopedAgain => "looped_again",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,6 +215,7 @@ mod tests {
             step_indices: vec![0, 1],
             first_step_index: 0,
             evidence: serde_json::Value::Null,
+            advice: String::new(),
         };
         assert_eq!(
             OutputEvent::signal(mk(Severity::Warn)).kind(),

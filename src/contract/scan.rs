@@ -21,8 +21,8 @@ pub(super) struct Span {
 
 // The wire fields: the first `N_STR` are string-typed (`Option<String>` on the wire), the rest
 // are kept raw (`Option<&RawValue>`).
-pub(super) const N_STR: usize = 13;
-pub(super) const N_FIELDS: usize = 27;
+pub(super) const N_STR: usize = 14;
+pub(super) const N_FIELDS: usize = 28;
 
 pub(super) const KIND: usize = 0;
 pub(super) const PROJECT_ID: usize = 1;
@@ -37,20 +37,21 @@ pub(super) const CALLER: usize = 9;
 pub(super) const STATUS: usize = 10;
 pub(super) const TERMINATION_REASON: usize = 11;
 pub(super) const OUTPUT: usize = 12;
-pub(super) const V: usize = 13;
-pub(super) const TS: usize = 14;
-pub(super) const METADATA: usize = 15;
-pub(super) const STEP_INDEX: usize = 16;
-pub(super) const TOOL_INPUT: usize = 17;
-pub(super) const TOOL_OUTPUT: usize = 18;
-pub(super) const TOOL_SUCCESS: usize = 19;
-pub(super) const TOOL_LATENCY_MS: usize = 20;
-pub(super) const TOKENS: usize = 21;
-pub(super) const COST_USD: usize = 22;
-pub(super) const TOKENS_IN_CONTEXT: usize = 23;
-pub(super) const REPORTED_LOOP_DETECTED: usize = 24;
-pub(super) const REPORTED_LOOP_STEP_INDEX: usize = 25;
-pub(super) const REPORTED_TOTALS: usize = 26;
+pub(super) const SIGNAL_EVENT_ID: usize = 13;
+pub(super) const V: usize = 14;
+pub(super) const TS: usize = 15;
+pub(super) const METADATA: usize = 16;
+pub(super) const STEP_INDEX: usize = 17;
+pub(super) const TOOL_INPUT: usize = 18;
+pub(super) const TOOL_OUTPUT: usize = 19;
+pub(super) const TOOL_SUCCESS: usize = 20;
+pub(super) const TOOL_LATENCY_MS: usize = 21;
+pub(super) const TOKENS: usize = 22;
+pub(super) const COST_USD: usize = 23;
+pub(super) const TOKENS_IN_CONTEXT: usize = 24;
+pub(super) const REPORTED_LOOP_DETECTED: usize = 25;
+pub(super) const REPORTED_LOOP_STEP_INDEX: usize = 26;
+pub(super) const REPORTED_TOTALS: usize = 27;
 
 /// The wire field names in the order of the indices above (tests generate and check keys from it).
 #[cfg(test)]
@@ -68,6 +69,7 @@ pub(super) const FIELD_NAMES: [&str; N_FIELDS] = [
     "status",
     "termination_reason",
     "output",
+    "signal_event_id",
     "v",
     "ts",
     "metadata",
@@ -139,6 +141,7 @@ fn field_index(key: &[u8]) -> Option<usize> {
         15 => match key {
             b"tool_latency_ms" => TOOL_LATENCY_MS,
             b"reported_totals" => REPORTED_TOTALS,
+            b"signal_event_id" => SIGNAL_EVENT_ID,
             _ => return None,
         },
         17 => match key {

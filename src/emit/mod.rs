@@ -32,9 +32,58 @@ pub enum EmitError {
     /// Fenced by a newer instance, or the producer is unusable: the worker must exit.
     #[error("fatal transactional producer error (fenced or unusable), exiting: {0}")]
     Fatal(#[source] KafkaError),
+    /// The broker did not acknowledge everything sent within the flush's deadline.
+    #[error("{pending} record(s) not acknowledged by the broker within {waited_ms} ms (flush_timeout_ms)")]
+    Timeout { pending: usize, waited_ms: u64 },
 }
 
 impl EmitError {
+    /// Whether going back to the last commit and doing the batch again can succeed: the broker
+    /// was slow or away (a timeout, a transport failure, a leader moving), or the transaction
+    /// must be aborted. Not a record the broker refuses for what it is (too large, not
+    /// authorised), which would fail the same way forever.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            EmitError::Abortable(_) | EmitError::Timeout { .. } => true,
+            EmitError::Delivery { source, .. } => source
+                .rdkafka_error_code()
+                .is_some_and(transient_delivery_error),
+            _ => false,
+        }
+    }
+
+    /// Another process took over this worker's transactional id (or may not use it): this one
+    /// must stop, not retry.
+    pub fn is_fenced(&self) -> bool {
+        use RDKafkaErrorCode as C;
+        let code = match self {
+            EmitError::Fatal(e) | EmitError::Abortable(e) => match e {
+                KafkaError::Transaction(t) => Some(t.code()),
+                other => other.rdkafka_error_code(),
+            },
+            _ => None,
+        };
+        matches!(
+            code,
+            Some(
+                C::ProducerFenced | C::InvalidProducerEpoch | C::TransactionalIdAuthorizationFailed
+            )
+        )
+    }
+
+    /// The producer is unusable (librdkafka raised a fatal error: after a broker lost the
+    /// transaction's state, say) but nobody fenced it: a new producer with the same
+    /// transactional id takes over, aborting whatever the old one left open.
+    pub fn needs_new_producer(&self) -> bool {
+        match self {
+            EmitError::Fatal(_) => !self.is_fenced(),
+            EmitError::Delivery { source, .. } => {
+                source.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal)
+            }
+            _ => false,
+        }
+    }
+
     fn from_txn(e: KafkaError) -> Self {
         match &e {
             KafkaError::Transaction(t) if t.txn_requires_abort() => EmitError::Abortable(e),
@@ -43,6 +92,44 @@ impl EmitError {
             }
             _ => EmitError::Fatal(e),
         }
+    }
+}
+
+/// Delivery failures that another attempt can get past.
+fn transient_delivery_error(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        code,
+        C::MessageTimedOut
+            | C::RequestTimedOut
+            | C::OperationTimedOut
+            | C::BrokerTransportFailure
+            | C::AllBrokersDown
+            | C::NetworkException
+            | C::LeaderNotAvailable
+            | C::NotLeaderForPartition
+            | C::NotEnoughReplicas
+            | C::NotEnoughReplicasAfterAppend
+            | C::NotCoordinator
+            | C::CoordinatorNotAvailable
+            | C::CoordinatorLoadInProgress
+            | C::UnknownTopicOrPartition
+            | C::PurgeQueue
+            | C::PurgeInflight
+            | C::OutOfOrderSequenceNumber
+            | C::UnknownProducerId
+            | C::KafkaStorageError
+    )
+}
+
+/// Run a call that may block the thread for a while (librdkafka's transaction calls, waiting
+/// for room in the producer queue) without stalling the other tasks of the runtime's thread.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 
@@ -199,7 +286,9 @@ impl Emitter {
         Ok(())
     }
 
-    /// Commit the open transaction together with the consumer offsets in `offsets`.
+    /// Commit the open transaction together with the consumer offsets in `offsets`, waiting
+    /// at most `timeout` for each of the two calls (a timeout is abortable: the caller aborts
+    /// and redoes the batch).
     pub fn commit_transaction<
         C: rdkafka::consumer::Consumer<X>,
         X: rdkafka::consumer::ConsumerContext,
@@ -207,18 +296,20 @@ impl Emitter {
         &mut self,
         offsets: &rdkafka::TopicPartitionList,
         consumer: &C,
+        timeout: Duration,
     ) -> Result<(), EmitError> {
         self.ensure_txn()?;
         let meta = consumer
             .group_metadata()
             .ok_or_else(|| EmitError::Abortable(KafkaError::NoMessageReceived))?;
+        let timeout = timeout.min(self.txn_timeout);
         if offsets.count() > 0 {
             self.producer
-                .send_offsets_to_transaction(offsets, &meta, self.txn_timeout)
+                .send_offsets_to_transaction(offsets, &meta, timeout)
                 .map_err(EmitError::from_txn)?;
         }
         self.producer
-            .commit_transaction(self.txn_timeout)
+            .commit_transaction(timeout)
             .map_err(EmitError::from_txn)?;
         self.in_txn = false;
         // Commit flushed everything; the delivery futures are resolved now.
@@ -226,14 +317,20 @@ impl Emitter {
         Ok(())
     }
 
-    /// Abort the open transaction (after an abortable error).
-    pub fn abort_transaction(&mut self) -> Result<(), EmitError> {
+    /// Abort the open transaction (after an abortable error), waiting at most `timeout`. A
+    /// timed-out abort is retriable (call again); any other failure is fatal.
+    pub fn abort_transaction(&mut self, timeout: Duration) -> Result<(), EmitError> {
         self.pending.clear();
         self.deferred.clear();
         if self.transactional && self.in_txn {
             self.producer
-                .abort_transaction(self.txn_timeout)
-                .map_err(EmitError::Fatal)?;
+                .abort_transaction(timeout.min(self.txn_timeout))
+                .map_err(|e| match &e {
+                    KafkaError::Transaction(t) if t.is_retriable() && !t.is_fatal() => {
+                        EmitError::Abortable(e)
+                    }
+                    _ => EmitError::Fatal(e),
+                })?;
         }
         self.in_txn = false;
         Ok(())
@@ -283,7 +380,10 @@ impl Emitter {
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
                     // Back-pressure: let librdkafka drain its queue, then retry the same record.
-                    self.producer.poll(Duration::from_millis(10));
+                    // Records that cannot be delivered expire after message.timeout.ms, so
+                    // this ends even with the brokers away.
+                    let producer = &self.producer;
+                    blocking(|| producer.poll(Duration::from_millis(10)));
                     rec = r;
                 }
                 Err((e, _)) => {
@@ -378,12 +478,36 @@ impl Emitter {
         self.send(topic, Some(partition), Some(key), value, None)
     }
 
-    /// Wait until every record sent so far is acknowledged by the broker.
+    /// Wait until every record sent so far is acknowledged by the broker (each record is
+    /// bounded by the producer's `message.timeout.ms`).
     pub async fn flush(&mut self) -> Result<usize, EmitError> {
+        self.wait_acks(None).await
+    }
+
+    /// Wait until every record sent so far is acknowledged by the broker, for at most
+    /// `deadline`. Past it the records are left to librdkafka (they may still be delivered)
+    /// and the caller redoes the batch from its last commit.
+    pub async fn acknowledged(&mut self, deadline: Duration) -> Result<usize, EmitError> {
+        self.wait_acks(Some(deadline)).await
+    }
+
+    async fn wait_acks(&mut self, deadline: Option<Duration>) -> Result<usize, EmitError> {
         let pending = std::mem::take(&mut self.pending);
         let n = pending.len();
         let (topics, futs): (Vec<String>, Vec<DeliveryFuture>) = pending.into_iter().unzip();
-        for (topic, res) in topics.into_iter().zip(join_all(futs).await) {
+        let results = match deadline {
+            None => join_all(futs).await,
+            Some(d) => match tokio::time::timeout(d, join_all(futs)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    return Err(EmitError::Timeout {
+                        pending: n,
+                        waited_ms: d.as_millis() as u64,
+                    })
+                }
+            },
+        };
+        for (topic, res) in topics.into_iter().zip(results) {
             match res {
                 Ok(Ok(_)) => {}
                 Ok(Err((e, _))) => return Err(EmitError::Delivery { topic, source: e }),
@@ -398,5 +522,51 @@ impl Emitter {
     /// A keyed record to any topic (the simulator and tests produce input this way).
     pub fn send_raw(&mut self, topic: &str, key: &[u8], payload: &[u8]) -> Result<(), EmitError> {
         self.send(topic, None, Some(key), Some(payload), None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fatal(code: RDKafkaErrorCode) -> EmitError {
+        EmitError::Fatal(KafkaError::Global(code))
+    }
+
+    #[test]
+    fn a_fenced_producer_stops_and_an_unusable_one_is_replaced() {
+        for code in [
+            RDKafkaErrorCode::ProducerFenced,
+            RDKafkaErrorCode::InvalidProducerEpoch,
+            RDKafkaErrorCode::TransactionalIdAuthorizationFailed,
+        ] {
+            assert!(fatal(code).is_fenced(), "{code:?}");
+            assert!(!fatal(code).needs_new_producer(), "{code:?}");
+        }
+        let lost_state = fatal(RDKafkaErrorCode::InvalidTransactionalState);
+        assert!(!lost_state.is_fenced());
+        assert!(lost_state.needs_new_producer());
+        let idempotence_broken = EmitError::Delivery {
+            topic: "t".into(),
+            source: KafkaError::MessageProduction(RDKafkaErrorCode::Fatal),
+        };
+        assert!(idempotence_broken.needs_new_producer());
+    }
+
+    #[test]
+    fn transient_delivery_failures_are_retried_and_refusals_are_not() {
+        let failed = |code| EmitError::Delivery {
+            topic: "t".into(),
+            source: KafkaError::MessageProduction(code),
+        };
+        assert!(failed(RDKafkaErrorCode::MessageTimedOut).is_transient());
+        assert!(failed(RDKafkaErrorCode::NotEnoughReplicas).is_transient());
+        assert!(!failed(RDKafkaErrorCode::MessageSizeTooLarge).is_transient());
+        assert!(!failed(RDKafkaErrorCode::TopicAuthorizationFailed).is_transient());
+        assert!(EmitError::Timeout {
+            pending: 1,
+            waited_ms: 1
+        }
+        .is_transient());
     }
 }

@@ -1,7 +1,7 @@
-//! The output events a run produces: a signal per detector finding (with its deterministic id)
-//! and the `run_terminated` verdict when it ends. Built from the run's state; the engine only
-//! decides when.
-use super::{detectors, run, RunState};
+//! The output events a run produces: a signal per detector finding (with its deterministic id
+//! and its advice) and the `run_terminated` verdict when it ends (with what followed a steer).
+//! Built from the run's state; the engine only decides when.
+use super::{advice, detectors, run, RunState};
 use crate::contract::input::format_ts;
 use crate::contract::output::event_id;
 use crate::contract::{RunKey, RunTerminated, Signal, Step};
@@ -20,6 +20,13 @@ pub(super) fn build_signal(
         state.inferred_reason.get_or_insert(reason);
     }
     let step_str = step.step_index.to_string();
+    let advice = advice::advice(&advice::Facts {
+        detector: f.detector,
+        pattern: &f.pattern,
+        hits: f.hits,
+        first_step_index: f.first_step_index,
+        evidence: &f.evidence,
+    });
     Signal {
         event_id: event_id(&[
             &key.project_id,
@@ -43,6 +50,7 @@ pub(super) fn build_signal(
         step_indices: f.step_indices,
         first_step_index: f.first_step_index,
         evidence: f.evidence,
+        advice,
     }
 }
 
@@ -61,6 +69,10 @@ pub(super) fn terminated(key: &RunKey, state: &RunState, end: run::End<'_>) -> R
         loop_detected: state.loop_detected,
         loop_step_index: state.loop_step_index(),
         loop_caught_step_index: state.loop_caught_step_index(),
+        loop_step_number: state.loop_step_index().and_then(|i| state.step_number(i)),
+        loop_caught_step_number: state
+            .loop_caught_step_index()
+            .and_then(|i| state.step_number(i)),
         reported_loop_detected: match end {
             run::End::Finished(e) => e.reported_loop_detected,
             run::End::Idle { .. } | run::End::Evicted { .. } => None,
@@ -68,5 +80,8 @@ pub(super) fn terminated(key: &RunKey, state: &RunState, end: run::End<'_>) -> R
         signals: state.signals,
         redeliveries: state.redeliveries,
         totals: state.totals(end_ms),
+        steered_step_index: state.steered_step_index(),
+        steers: u32::from(state.steers()),
+        steer_outcome: state.steer_outcome(),
     }
 }

@@ -7,8 +7,10 @@
 //!
 //! Here the engine and its event path (open, apply, end, evict); beside it `keys` (the run
 //! table's keys), `watermark` (partition time and idle timeouts), `snapshot` (changes for the
-//! changelog, restore), `emit` (signals and verdicts), `outcome` (what callers get back) and
-//! `partitioner` (which partition a run id belongs to).
+//! changelog, restore), `emit` (signals and verdicts), `advice` (the corrective message a
+//! signal carries), `outcome` (what callers get back) and `partitioner` (which partition a run
+//! id belongs to).
+mod advice;
 pub mod config;
 pub mod detectors;
 mod emit;
@@ -287,6 +289,16 @@ impl PartitionEngine {
                     state.redeliveries += 1;
                     return Outcome::Redelivery(StepFingerprints::default());
                 }
+                if step.is_steer() {
+                    // The guard's report that it steered the agent, not a step of the agent:
+                    // recorded on the run (its outcome is told at the end), never counted in
+                    // the run's totals nor judged; the detectors only re-arm, so a loop that
+                    // goes on after the steer is reported (stopped) again.
+                    state.seen.bound(self.cfg.max_seen_ranges);
+                    state.steered(step.step_index);
+                    state.detectors.on_steered();
+                    return Outcome::Step(StepFingerprints::default());
+                }
                 let resolved = resolve(
                     &mut self.resolved,
                     &mut self.resolved_default,
@@ -315,8 +327,12 @@ impl PartitionEngine {
                     out.push(OutputEvent::signal(sig));
                 }
                 if self.rollups {
-                    let (detected, began) = (state.loop_detected, state.loop_step_index());
-                    rollup::count_step(&mut state.minute, step, detected, began, was_caught);
+                    let detected = state.loop_detected;
+                    let since = (detected && !was_caught)
+                        .then(|| state.loop_step_index())
+                        .flatten()
+                        .and_then(|began| state.steps_between(began, step.step_index));
+                    rollup::count_step(&mut state.minute, step, detected, since, was_caught);
                 }
                 let (fps, texts) = canon.into_parts();
                 self.texts = texts;

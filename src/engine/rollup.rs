@@ -36,9 +36,15 @@ pub struct Minute {
     /// what a loop burns while nobody stops it.
     pub loop_steps: u32,
     pub loop_cost_usd: f64,
-    /// The loop was caught in this minute, this many steps after it began.
+    /// The loop was caught in this minute, this many steps after it began (the run's steps
+    /// counted in step order, not a difference of step indices); [`UNCOUNTED`] when they
+    /// could not be counted.
     pub caught_after_steps: Option<u64>,
 }
+
+/// `caught_after_steps` of a loop caught when its steps could not be counted (see
+/// `RunState::steps_between`).
+pub const UNCOUNTED: u64 = u64::MAX;
 
 impl Minute {
     fn new(bucket_ms: i64) -> Self {
@@ -75,6 +81,20 @@ pub type OpenMinute = Option<Box<Minute>>;
 pub struct RunFacts<'a> {
     pub agent_name: Option<&'a str>,
     pub loop_detected: bool,
+    /// The run's steps so far.
+    pub steps: u64,
+}
+
+/// A closing minute as its row reports it. A count of steps to catch is below the run's steps;
+/// one that is not was written by an eddy that took the difference of step indices (a minute
+/// restored from its changelog record) and is not a count.
+fn closing(mut m: Minute, run: RunFacts<'_>) -> Minute {
+    if let Some(c) = m.caught_after_steps.as_mut() {
+        if *c >= run.steps {
+            *c = UNCOUNTED;
+        }
+    }
+    m
 }
 
 /// A new run's first minute.
@@ -102,7 +122,7 @@ pub fn advance(
             out.push(Closed {
                 key: key.clone(),
                 agent_name: run.agent_name.map(str::to_owned),
-                minute: done,
+                minute: closing(done, run),
                 ending: None,
             });
         }
@@ -111,15 +131,15 @@ pub fn advance(
 }
 
 /// Count a step the detectors have just seen. `loop_detected` is the run's flag after them,
-/// `was_caught` before them, and `loop_began` the step its loop began at, if any.
+/// `was_caught` before them, and `steps_since_loop` how many steps the run took since its
+/// loop began, up to this one (`None`: not countable).
 pub fn count_step(
     minute: &mut OpenMinute,
     step: &Step,
     loop_detected: bool,
-    loop_began: Option<u64>,
+    steps_since_loop: Option<u64>,
     was_caught: bool,
 ) {
-    let began = loop_began.unwrap_or(step.step_index);
     let Some(m) = minute.as_mut() else {
         return;
     };
@@ -137,7 +157,7 @@ pub fn count_step(
         m.loop_steps = m.loop_steps.saturating_add(1);
         m.loop_cost_usd += cost;
         if !was_caught {
-            m.caught_after_steps = Some(step.step_index.saturating_sub(began));
+            m.caught_after_steps = Some(steps_since_loop.unwrap_or(UNCOUNTED));
         }
     }
 }
@@ -156,7 +176,7 @@ pub fn end(
         out.push(Closed {
             key: key.clone(),
             agent_name: run.agent_name.map(str::to_owned),
-            minute: *m,
+            minute: closing(*m, run),
             ending: Some(Ending {
                 reason,
                 loop_detected: run.loop_detected,
@@ -228,6 +248,99 @@ mod tests {
             .expect("the run ended in its last minute");
         assert_eq!(ending.reason, TerminationReason::Clean);
         assert!(!ending.loop_detected);
+    }
+
+    /// A run that looks two things up, then repeats one search until it is stopped, with the
+    /// `index` of its `n`th step (0-based), ended after `steps` steps.
+    fn looping_run(index: impl Fn(u64) -> u64, steps: u64) -> Vec<String> {
+        let mut lines: Vec<String> = (0..steps)
+            .map(|n| {
+                let input = if n < 2 {
+                    format!(r#"{{"q":"topic {n}"}}"#)
+                } else {
+                    r#"{"q":"same"}"#.to_string()
+                };
+                format!(
+                    r#"{{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":{},"step_index":{},"step_type":"tool_call","tool_name":"search","tool_input":{input},"tool_success":true,"tool_output":"nothing new"}}"#,
+                    T0 + n as i64 * 1_000,
+                    index(n)
+                )
+            })
+            .collect();
+        lines.push(format!(
+            r#"{{"v":1,"kind":"run_finished","project_id":"p","run_id":"r","ts":{},"status":"completed"}}"#,
+            T0 + 120_000
+        ));
+        lines
+    }
+
+    /// What a looping run reports: the steps to catch of its closed minutes, its loop's step
+    /// numbers (began, caught), and the index the loop began at.
+    type Caught = (Vec<Option<u64>>, (Option<u64>, Option<u64>), Option<u64>);
+
+    fn caught(lines: &[String]) -> Caught {
+        let mut e = PartitionEngine::new(Arc::new(EngineConfig::default())).with_rollups();
+        let mut out = Vec::new();
+        let mut closed = Vec::new();
+        for l in lines {
+            e.apply(&decode(l.as_bytes()).expect("test event decodes"), &mut out);
+            closed.extend(e.take_rollups());
+        }
+        let end = out
+            .iter()
+            .find_map(|o| match o {
+                crate::contract::OutputEvent::RunTerminated(t) => Some(t.clone()),
+                _ => None,
+            })
+            .expect("the run ended");
+        assert!(end.loop_detected, "the repeated search is caught: {out:?}");
+        let counts = closed.iter().map(|c| c.minute.caught_after_steps).collect();
+        (
+            counts,
+            (end.loop_step_number, end.loop_caught_step_number),
+            end.loop_step_index,
+        )
+    }
+
+    #[test]
+    fn steps_to_catch_count_steps_whatever_the_indices_are() {
+        // Dense indices 0, 1, 2, ...: numbers are indices + 1 and counts their differences.
+        let (dense, dense_numbers, began) = caught(&looping_run(|n| n, 12));
+        let began = began.expect("where the loop began");
+        assert_eq!(dense_numbers.0, Some(began + 1));
+        let dense_caught = dense_numbers.1.expect("caught step number");
+        let caught_rows: Vec<u64> = dense.iter().flatten().copied().collect();
+        assert_eq!(caught_rows, vec![dense_caught - (began + 1)]);
+        // The same run with OTLP's indices (start times in µs × 1000, plus a fold of the span
+        // id): the same counts and numbers, not differences of indices.
+        let otlp = |n: u64| 1_767_225_600_000_000_000 + n * 1_500_000_000 + (n * 7919) % 1000;
+        let (sparse, sparse_numbers, sparse_began) = caught(&looping_run(otlp, 12));
+        assert_eq!(sparse, dense);
+        assert_eq!(sparse_numbers, dense_numbers);
+        assert!(
+            sparse_began.unwrap() > 1 << 60,
+            "the ordering key stays the index"
+        );
+    }
+
+    #[test]
+    fn a_count_that_cannot_be_one_is_marked_uncounted_when_the_minute_closes() {
+        let run = RunFacts {
+            agent_name: None,
+            loop_detected: true,
+            steps: 10,
+        };
+        let with = |c| Minute {
+            caught_after_steps: Some(c),
+            ..Minute::new(0)
+        };
+        assert_eq!(closing(with(9), run).caught_after_steps, Some(9));
+        // A difference of OTLP step indices, from a minute an older eddy recorded.
+        assert_eq!(
+            closing(with(1_500_000_000), run).caught_after_steps,
+            Some(UNCOUNTED)
+        );
+        assert_eq!(closing(Minute::new(0), run).caught_after_steps, None);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 use super::detectors::{budget, RunDetectors};
 use super::seen::SeenSteps;
 use crate::contract::input::{RunFinished, RunStarted, RunStatus, TerminationReason};
-use crate::contract::{Step, Totals};
+use crate::contract::{SteerOutcome, Step, Totals};
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 use std::hash::BuildHasher;
@@ -22,19 +22,27 @@ pub struct RunState {
     pub first_ms: i64,
     pub last_ts: i64,
     pub seen: SeenSteps,
-    pub steps: u64,
-    pub tool_calls: u64,
+    /// Steps and tool calls as `u32` (saturating): 8 bytes of every open run, and no run
+    /// comes near four billion steps.
+    pub steps: u32,
+    pub tool_calls: u32,
     pub tokens: u64,
     pub cost_usd: f64,
     pub signals: u32,
     pub redeliveries: u64,
     pub loop_detected: bool,
-    /// Which of `started_ms`, `loop_step` and `loop_caught` hold a value.
+    /// Which of `started_ms`, `loop_step`, `loop_caught` and `steered_step` hold a value, and
+    /// whether the run looped again after it was steered.
     pub(crate) set: u8,
     /// Where the repetition began (if `set` has [`LOOP_STEP`]).
     pub(crate) loop_step: u64,
     /// The step at which the loop was first caught (if `set` has [`LOOP_CAUGHT`]).
     pub(crate) loop_caught: u64,
+    /// The run's first `steer` step (if `set` has [`STEERED`]); [`LOOPED_AGAIN`] in `set`: an
+    /// alert or stop fired after it.
+    pub(crate) steered_step: u64,
+    /// `steer` steps seen (saturating: it only tells one steer from several).
+    pub(crate) steers: u8,
     /// What a stop (e.g. a budget) implies when the run reports no reason itself.
     pub inferred_reason: Option<TerminationReason>,
     pub detectors: RunDetectors,
@@ -52,6 +60,8 @@ const _: () = assert!(std::mem::size_of::<RunState>() <= 384);
 pub(crate) const STARTED: u8 = 1;
 pub(crate) const LOOP_STEP: u8 = 2;
 pub(crate) const LOOP_CAUGHT: u8 = 4;
+pub(crate) const STEERED: u8 = 8;
+pub(crate) const LOOPED_AGAIN: u8 = 16;
 
 pub enum End<'a> {
     Finished(&'a RunFinished),
@@ -76,6 +86,7 @@ impl RunState {
         let facts = super::rollup::RunFacts {
             agent_name: self.agent.as_deref().map(|n| &**n),
             loop_detected: self.loop_detected,
+            steps: u64::from(self.steps),
         };
         (&mut self.minute, facts)
     }
@@ -88,8 +99,8 @@ impl RunState {
     /// What budgets count.
     pub fn counts(&self) -> budget::Counts {
         budget::Counts {
-            steps: self.steps,
-            tool_calls: self.tool_calls,
+            steps: u64::from(self.steps),
+            tool_calls: u64::from(self.tool_calls),
             tokens: self.tokens,
             cost_usd: self.cost_usd,
         }
@@ -112,6 +123,8 @@ impl RunState {
             set: 0,
             loop_step: 0,
             loop_caught: 0,
+            steered_step: 0,
+            steers: 0,
             inferred_reason: None,
             detectors: RunDetectors::default(),
             last_seq: 0,
@@ -132,9 +145,9 @@ impl RunState {
     }
 
     pub fn on_step(&mut self, s: &Step, names: &mut Names) {
-        self.steps += 1;
+        self.steps = self.steps.saturating_add(1);
         if s.tool_name.is_some() {
-            self.tool_calls += 1;
+            self.tool_calls = self.tool_calls.saturating_add(1);
         }
         self.tokens = self.tokens.saturating_add(s.tokens.unwrap_or(0));
         self.cost_usd += s.cost_usd.unwrap_or(0.0);
@@ -167,10 +180,34 @@ impl RunState {
         self.get(LOOP_CAUGHT, self.loop_caught)
     }
 
+    /// How many steps the run took after step `began`, up to and including step `upto`, in
+    /// step order: a count, where two indices' difference is none (OTLP's indices are start
+    /// times). `None` when it cannot be told: where `engine.max_seen_ranges` merged the gaps
+    /// between sparse indices, they count as seen, and a count of all the run's steps or more is
+    /// impossible.
+    pub fn steps_between(&self, began: u64, upto: u64) -> Option<u64> {
+        let n = self.seen.count_between(began, upto);
+        (n < u64::from(self.steps)).then_some(n)
+    }
+
+    /// Step `index`'s number in the run (1: its first step), in step order: the run's steps
+    /// less those after it, counted from the newest back, as far as merged gaps (which are the
+    /// oldest) stay out of reach. `None` for a step the run has not seen, or a count gone
+    /// negative by merged gaps.
+    pub fn step_number(&self, index: u64) -> Option<u64> {
+        if !self.seen.contains(index) {
+            return None;
+        }
+        u64::from(self.steps)
+            .checked_sub(self.seen.count_between(index, u64::MAX))
+            .filter(|&n| n >= 1)
+    }
+
     /// A finding caught the run at `step`, saying the repetition began at `began`. Only the
     /// first one sets either: later findings (wider windows, corroborating detectors) must
     /// not move them.
     pub fn caught(&mut self, step: u64, began: u64) {
+        self.caught_after_steer();
         if !self.loop_detected {
             self.loop_detected = true;
             if self.set & LOOP_CAUGHT == 0 {
@@ -184,10 +221,46 @@ impl RunState {
         }
     }
 
+    /// A guard steered the run (a `steer` step): the first one is where it was steered.
+    pub fn steered(&mut self, step: u64) {
+        self.steers = self.steers.saturating_add(1);
+        if self.set & STEERED == 0 {
+            self.steered_step = step;
+            self.set |= STEERED;
+        }
+    }
+
+    /// A finding caught the run (alert or stop): after a steer, the run looped again.
+    fn caught_after_steer(&mut self) {
+        if self.set & STEERED != 0 {
+            self.set |= LOOPED_AGAIN;
+        }
+    }
+
+    /// The run's first `steer` step, if a guard steered it.
+    pub fn steered_step_index(&self) -> Option<u64> {
+        self.get(STEERED, self.steered_step)
+    }
+
+    pub fn steers(&self) -> u8 {
+        self.steers
+    }
+
+    /// For a steered run: whether an alert or stop fired after its first steer.
+    pub fn steer_outcome(&self) -> Option<SteerOutcome> {
+        self.steered_step_index().map(|_| {
+            if self.set & LOOPED_AGAIN != 0 {
+                SteerOutcome::LoopedAgain
+            } else {
+                SteerOutcome::Recovered
+            }
+        })
+    }
+
     pub fn totals(&self, end_ms: i64) -> Totals {
         Totals {
-            steps: self.steps,
-            tool_calls: self.tool_calls,
+            steps: u64::from(self.steps),
+            tool_calls: u64::from(self.tool_calls),
             tokens: self.tokens,
             cost_usd: self.cost_usd,
             duration_ms: end_ms.saturating_sub(self.started_ms()).max(0),

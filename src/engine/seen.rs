@@ -72,6 +72,16 @@ impl SeenSteps {
     pub fn range_count(&self) -> usize {
         self.ranges.len()
     }
+
+    /// How many seen indices lie in `(after, upto]`: exact where no gaps were merged by
+    /// [`SeenSteps::bound`] (a merged gap counts as seen, so it can only make this larger).
+    pub fn count_between(&self, after: u64, upto: u64) -> u64 {
+        let (lo, hi) = (after.saturating_add(1), upto.saturating_add(1));
+        self.ranges
+            .iter()
+            .map(|&(s, e)| e.min(hi).saturating_sub(s.max(lo)))
+            .sum()
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +119,24 @@ mod tests {
         // The newest steps are exact; the oldest gaps were summarised as seen.
         assert!(s.contains(19_998) && !s.contains(19_997));
         assert!(s.contains(1));
+    }
+
+    proptest! {
+        #[test]
+        fn counts_between_like_a_set(
+            xs in proptest::collection::vec(0u64..64, 0..100),
+            after in 0u64..70,
+            upto in 0u64..70,
+        ) {
+            let mut s = SeenSteps::default();
+            let mut model = BTreeSet::new();
+            for x in xs {
+                s.insert(x);
+                model.insert(x);
+            }
+            let want = model.iter().filter(|&&x| x > after && x <= upto).count() as u64;
+            prop_assert_eq!(s.count_between(after, upto), want);
+        }
     }
 
     #[test]

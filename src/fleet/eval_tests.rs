@@ -208,6 +208,24 @@ fn ids_are_the_documented_hash_and_differ_per_window_and_metric() {
     assert_ne!(a(Metric::LoopRate, "s"), a(Metric::LoopRate, "t"));
 }
 
+/// Test vector of docs/fingerprints.md, computed there with Python's hashlib: the resolution
+/// of the alert above.
+#[test]
+fn a_resolution_id_is_the_documented_hash() {
+    let open = crate::fleet::alert::OpenAlert {
+        event_id: "5ecc74b084fd7c76ba8b1e6b13130fb2".into(),
+        agent_name: "coder".into(),
+        agent_version: Some("2".into()),
+        metric: Metric::LoopRate,
+    };
+    let w = Window {
+        start: T0 + 7 * H,
+        seconds: H,
+    };
+    let (r, _) = crate::fleet::alert::resolve("p", w, &[open], &[]);
+    assert_eq!(r[0].event_id, "d4af7a7190d5c84bab40c2de5ecf28e3");
+}
+
 #[test]
 fn due_windows_resume_after_progress_and_stop_at_the_closed_ones() {
     // No progress: only the last closed window (backfill 1), or the last three.

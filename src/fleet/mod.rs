@@ -11,15 +11,16 @@
 pub mod alert;
 pub mod eval;
 mod kafka;
+pub mod notify;
 mod store;
 
 pub use crate::config::FleetConfig;
-pub use alert::{FleetAlert, Metric, Stat};
+pub use alert::{FleetAlert, FleetAlertResolved, Metric, Resolution, Stat};
 pub use kafka::Progress;
 
 use crate::admin::Health;
 use crate::config::{ClickHouseConfig, KafkaConfig};
-use alert::Window;
+use alert::{OpenAlert, Window};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +47,8 @@ pub enum FleetError {
     State { offset: i64, why: String },
     #[error("the fleet state topic: {0}")]
     StateTimeout(#[from] crate::source::compacted::Stalled),
+    #[error("notifications: {0}")]
+    Notify(String),
 }
 
 impl FleetError {
@@ -70,6 +73,7 @@ pub struct WatchOptions {
 pub struct PassStats {
     pub windows: u64,
     pub alerts: u64,
+    pub resolved: u64,
 }
 
 /// Run until `shutdown` (or after one pass with `once`). A window's transaction is never cut:
@@ -92,16 +96,39 @@ pub async fn run(
     let store = store::Store::new(sink.client().clone(), &clickhouse.database);
     let publisher =
         tokio::task::block_in_place(|| kafka::Publisher::new(&kafka, &cfg, &clickhouse.database))?;
-    let mut progress = tokio::task::block_in_place(|| kafka::read_progress(&kafka, &cfg))?;
+    let state = tokio::task::block_in_place(|| kafka::read_state(&kafka, &cfg))?;
+    let mut progress = state.progress;
     tracing::info!(projects = progress.len(), "fleet-watch: progress restored");
+    // Destinations resume from their recorded positions, taken before any new window is
+    // published so that a destination added now misses none of them.
+    let notifier = if cfg.notify.destinations.is_empty() {
+        None
+    } else {
+        Some(notify::Notifier::new(&kafka, &cfg, &clickhouse.database, &state.notified).await?)
+    };
+    // A daemon delivers alongside the evaluation; `--once` delivers after its pass.
+    let notify_stop = shutdown.child_token();
+    let (mut daemon_notifier, mut once_notifier) = (None, None);
+    if let Some(n) = notifier {
+        if opts.once {
+            once_notifier = Some(n);
+        } else {
+            daemon_notifier = Some(tokio::spawn(n.run(false, notify_stop.clone())));
+        }
+    }
     health.set_consuming(true);
     let mut total = PassStats::default();
     loop {
+        if daemon_notifier.as_ref().is_some_and(|t| t.is_finished()) {
+            // It ends early only when its producer was fenced or broke.
+            break;
+        }
         match pass(&cfg, opts, &store, &publisher, &mut progress, &shutdown).await {
             Ok(s) => {
                 health.set_clickhouse_ok(true);
                 total.windows += s.windows;
                 total.alerts += s.alerts;
+                total.resolved += s.resolved;
             }
             Err(e) if !opts.once && !e.is_fatal() => {
                 // An outage delays evaluation; nothing is skipped, the next pass resumes.
@@ -119,10 +146,19 @@ pub async fn run(
             _ = tokio::time::sleep(Duration::from_millis(cfg.interval_ms)) => {}
         }
     }
+    if let Some(n) = once_notifier {
+        n.run(true, notify_stop.clone()).await?;
+    }
+    if let Some(t) = daemon_notifier {
+        notify_stop.cancel();
+        t.await
+            .map_err(|e| FleetError::Notify(format!("task: {e}")))??;
+    }
     health.set_draining();
     tracing::info!(
         windows = total.windows,
         alerts = total.alerts,
+        resolved = total.resolved,
         "fleet-watch: stopped"
     );
     Ok(total)
@@ -133,7 +169,7 @@ async fn pass(
     opts: WatchOptions,
     store: &store::Store,
     publisher: &kafka::Publisher,
-    progress: &mut BTreeMap<String, u32>,
+    progress: &mut BTreeMap<String, (u32, Vec<OpenAlert>)>,
     shutdown: &CancellationToken,
 ) -> Result<PassStats, FleetError> {
     let mut stats = PassStats::default();
@@ -143,7 +179,7 @@ async fn pass(
             closed = closed.min(u);
         }
         let due = eval::due_windows(
-            progress.get(&project).copied(),
+            progress.get(&project).map(|p| p.0),
             closed,
             f.window_seconds,
             f.backfill_windows,
@@ -164,14 +200,18 @@ async fn pass(
                 )
                 .await?;
             let alerts = eval::evaluate(&project, window, &rows, f);
+            let was_open = progress.get(&project).map_or(&[][..], |p| &p.1[..]);
+            let (resolved, open) = alert::resolve(&project, window, was_open, &alerts);
             let record = Progress {
                 v: 1,
                 project_id: project.clone(),
                 window_seconds: f.window_seconds,
                 evaluated_until: window.end(),
+                open,
             };
-            publisher.publish(&alerts, &record).await?;
-            progress.insert(project.clone(), window.end());
+            publisher.publish(&alerts, &resolved, &record).await?;
+            progress.insert(project.clone(), (window.end(), record.open));
+            metrics::counter!("eddy_fleet_alerts_resolved_total").increment(resolved.len() as u64);
             for a in &alerts {
                 tracing::warn!(
                     project = %a.project_id, agent = %a.agent_name,
@@ -187,6 +227,7 @@ async fn pass(
             metrics::gauge!("eddy_fleet_evaluated_until_seconds").set(f64::from(window.end()));
             stats.windows += 1;
             stats.alerts += alerts.len() as u64;
+            stats.resolved += resolved.len() as u64;
         }
     }
     Ok(stats)

@@ -31,6 +31,7 @@ mod wire;
 
 pub use runs::{format_uuid, uuid_v7, v7_millis, RUN_TABLE_CAPACITY};
 
+use crate::auth::SecretTable;
 use crate::config::{IngestConfig, KafkaConfig};
 use crate::contract::ReportedTotals;
 use crate::emit::{EmitError, Emitter};
@@ -45,8 +46,6 @@ use axum::Router;
 use runs::{FinishCheck, RunInfo, RunTable};
 use serde::Serialize;
 use serde_json::value::RawValue;
-use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use time::format_description::well_known::Rfc3339;
@@ -162,7 +161,7 @@ pub(crate) struct Job {
 /// keelwave's `extractKey` + `auth.Parse` + lookup: `Authorization: Bearer <k>`,
 /// `Authorization: <k>` or `X-API-Key: <k>`; trimmed, must start with `kw_`.
 pub(crate) fn authenticate(
-    keys: &HashMap<[u8; 32], Arc<str>>,
+    keys: &SecretTable<Arc<str>>,
     headers: &HeaderMap,
 ) -> Result<Arc<str>, IngestError> {
     let header_str = |name: &str| {
@@ -184,13 +183,13 @@ pub(crate) fn authenticate(
     if key.is_empty() || !key.starts_with("kw_") {
         return Err(IngestError::Unauthorized);
     }
-    let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
-    keys.get(&digest).cloned().ok_or(IngestError::Unauthorized)
+    keys.find(key).cloned().ok_or(IngestError::Unauthorized)
 }
 
 struct AppState {
-    /// sha256(key) → project id; the plaintext keys are not kept (keelwave stores hashes too).
-    keys: HashMap<[u8; 32], Arc<str>>,
+    /// Key → project id, as digests: the plaintext keys are not kept (keelwave stores hashes
+    /// too).
+    keys: SecretTable<Arc<str>>,
     runs: Mutex<RunTable>,
     jobs: mpsc::Sender<Job>,
     /// Run → strongest signal, read back from the output topic.
@@ -273,6 +272,8 @@ struct V1Event<'a> {
     reported_totals: Option<ReportedTotals>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal_event_id: Option<String>,
 }
 
 fn rfc3339(t: OffsetDateTime) -> String {
@@ -358,7 +359,26 @@ const STEP_FIELDS: &[&str] = &[
     "metadata",
 ];
 
-const STEP_TYPES: &[&str] = &["think", "tool_call", "tool_result", "replan"];
+/// keelwave's step types, and eddy's own `steer`: an agent's report that it handed the model a
+/// verdict's `advice`, with the verdict's `event_id` as `metadata.signal_event_id`.
+const STEP_TYPES: &[&str] = &[
+    "think",
+    "tool_call",
+    "tool_result",
+    "replan",
+    crate::contract::input::STEER_STEP_TYPE,
+];
+
+/// The signal a `steer` step answers: `metadata.signal_event_id` (keelwave's SDK sends a step's
+/// fields and nothing else, and its metadata passes through), when it is a usable id.
+fn steered_signal(step_type: &str, metadata: Option<&RawValue>) -> Option<String> {
+    if step_type != crate::contract::input::STEER_STEP_TYPE {
+        return None;
+    }
+    let m: serde_json::Value = serde_json::from_str(metadata?.get()).ok()?;
+    let id = m.get("signal_event_id")?.as_str()?;
+    (!id.is_empty() && id.len() <= crate::contract::input::MAX_ID_BYTES).then(|| id.to_string())
+}
 
 async fn step(
     State(st): State<Arc<AppState>>,
@@ -420,6 +440,7 @@ async fn step(
         tokens,
         cost_usd,
         metadata,
+        signal_event_id: steered_signal(&step_type, metadata),
         ..V1Event::default()
     };
     st.publish(&run_id, &event).await?;
@@ -579,8 +600,8 @@ pub(crate) async fn publisher(mut emitter: Emitter, topic: String, mut jobs: mps
     }
 }
 
-pub(crate) fn key_table(cfg: &IngestConfig) -> Result<HashMap<[u8; 32], Arc<str>>, IngestError> {
-    let mut keys = HashMap::new();
+pub(crate) fn key_table(cfg: &IngestConfig) -> Result<SecretTable<Arc<str>>, IngestError> {
+    let mut keys = Vec::new();
     for (n, (key, project)) in cfg.api_keys.iter().enumerate() {
         // Never echo a key: name it by position only.
         let key = key.trim();
@@ -596,10 +617,9 @@ pub(crate) fn key_table(cfg: &IngestConfig) -> Result<HashMap<[u8; 32], Arc<str>
                 n + 1
             )));
         }
-        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
-        keys.insert(digest, Arc::from(project.as_str()));
+        keys.push((key.to_string(), Arc::from(project.as_str())));
     }
-    Ok(keys)
+    Ok(SecretTable::new(keys))
 }
 
 /// The router alone (tests drive it without a socket).
@@ -617,6 +637,7 @@ fn router(state: Arc<AppState>) -> Router {
             "/v1/ingest/agent/runs/{run_id}/signals",
             get(verdict::signals),
         )
+        .route("/v1/ingest/agent/signals", get(verdict::project_signals))
         .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn(metrics::record))
         .with_state(state)
@@ -649,7 +670,8 @@ pub async fn serve(
     let projects: std::collections::BTreeSet<&str> =
         cfg.api_keys.values().map(String::as_str).collect();
     let lookback = std::time::Duration::from_millis(verdicts.lookback_ms);
-    let verdicts = Verdicts::new(VerdictTable::new(verdicts));
+    let verdicts =
+        Verdicts::with_journal(VerdictTable::new(verdicts), crate::verdict::JOURNAL_UPDATES);
     let reader = crate::verdict::consumer::spawn(
         crate::verdict::consumer::Source {
             props: kafka.client_props(),
@@ -737,7 +759,10 @@ mod tests {
             keys: key_table(&cfg).unwrap(),
             runs: Mutex::new(RunTable::new(10)),
             jobs: tx,
-            verdicts: Verdicts::new(VerdictTable::new(Default::default())),
+            verdicts: Verdicts::with_journal(
+                VerdictTable::new(Default::default()),
+                crate::verdict::JOURNAL_UPDATES,
+            ),
             stop: CancellationToken::new(),
         }
     }
@@ -762,6 +787,26 @@ mod tests {
         assert!(h(&[]).is_err());
         // A non-empty Authorization wins over X-API-Key, as in keelwave.
         assert!(h(&[("authorization", "nope"), ("x-api-key", "kw_GOOD")]).is_err());
+    }
+
+    #[test]
+    fn a_steer_step_names_its_signal_from_metadata() {
+        fn raw(t: &str) -> &RawValue {
+            serde_json::from_str(t).unwrap()
+        }
+        let meta = raw(r#"{"signal_event_id":"0123456789abcdef0123456789abcdef","x":1}"#);
+        assert_eq!(
+            steered_signal("steer", Some(meta)).as_deref(),
+            Some("0123456789abcdef0123456789abcdef")
+        );
+        assert_eq!(steered_signal("think", Some(meta)), None);
+        assert_eq!(steered_signal("steer", None), None);
+        assert_eq!(
+            steered_signal("steer", Some(raw(r#"{"signal_event_id":7}"#))),
+            None
+        );
+        assert_eq!(steered_signal("steer", Some(raw("[1]"))), None);
+        assert!(STEP_TYPES.contains(&"steer") && !STEP_TYPES.contains(&"span"));
     }
 
     #[test]

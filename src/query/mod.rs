@@ -30,6 +30,15 @@ pub enum QueryError {
     UnknownParam(String),
     #[error("ClickHouse: {0}")]
     ClickHouse(#[from] clickhouse::error::Error),
+    /// The database, or eddy's tables in it, do not exist: a wrong `clickhouse_database`, or
+    /// a worker that never ran against it.
+    #[error(
+        "ClickHouse has no eddy tables there: {0}. To fix: point clickhouse_database \
+         (EDDY_CLICKHOUSE_DATABASE, --clickhouse-database) at the database `eddy run` writes to, \
+         or create the tables with `eddy migrate --clickhouse-database <name>` (a worker creates \
+         them when it starts)"
+    )]
+    NoSchema(String),
 }
 
 /// (name, modern SQL, legacy SQL for servers without newer functions).
@@ -77,6 +86,11 @@ const PACK: &[(&str, &str, Option<&str>)] = &[
     (
         "agent_rollup",
         include_str!("../../schemas/queries/agent_rollup.sql"),
+        None,
+    ),
+    (
+        "steering",
+        include_str!("../../schemas/queries/steering.sql"),
         None,
     ),
 ];
@@ -308,12 +322,38 @@ pub async fn run(
 pub async fn fetch_tsv(client: &clickhouse::Client, sql: &str) -> Result<Table, QueryError> {
     // `?` is the crate's own bind marker; our SQL never needs it, so escape any literal one.
     let text = format!("{} FORMAT TabSeparatedWithNames", sql.replace('?', "??"));
-    let bytes = client
-        .query(&text)
-        .fetch_bytes("TabSeparatedWithNames")?
-        .collect()
-        .await?;
-    Ok(parse_tsv(&String::from_utf8_lossy(&bytes)))
+    let fetched = async {
+        client
+            .query(&text)
+            .fetch_bytes("TabSeparatedWithNames")?
+            .collect()
+            .await
+    };
+    match fetched.await {
+        Ok(bytes) => Ok(parse_tsv(&String::from_utf8_lossy(&bytes))),
+        Err(e) => Err(match missing_schema(&e.to_string()) {
+            Some(what) => QueryError::NoSchema(what),
+            None => QueryError::ClickHouse(e),
+        }),
+    }
+}
+
+/// The server's own words when a query names a database or table that does not exist
+/// (codes 81 and 60, the same on 18.16 and today's servers), else None.
+fn missing_schema(message: &str) -> Option<String> {
+    let unknown = ["Code: 81", "Code: 60", "UNKNOWN_DATABASE", "UNKNOWN_TABLE"];
+    if !unknown.iter().any(|c| message.contains(c)) {
+        return None;
+    }
+    // "... DB::Exception: Table demo.runs doesn't exist. (UNKNOWN_TABLE) ..."
+    let from = message
+        .find("Exception: ")
+        .map_or(0, |i| i + "Exception: ".len());
+    let what = &message[from..];
+    let end = what
+        .find("doesn't exist")
+        .map_or(what.len(), |i| i + "doesn't exist".len());
+    Some(what[..end].trim().to_string())
 }
 
 fn unescape(s: &str) -> String {
@@ -364,6 +404,25 @@ pub fn parse_tsv(text: &str) -> Table {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_missing_database_or_table_is_named_in_the_servers_words() {
+        let old = "bad response: Code: 81, e.displayText() = DB::Exception: Database nope doesn't exist, e.what() = DB::Exception";
+        assert_eq!(
+            missing_schema(old).as_deref(),
+            Some("Database nope doesn't exist")
+        );
+        let new = "Code: 60. DB::Exception: Table demo.runs doesn't exist. (UNKNOWN_TABLE) (version 24.8)";
+        assert_eq!(
+            missing_schema(new).as_deref(),
+            Some("Table demo.runs doesn't exist")
+        );
+        assert_eq!(
+            missing_schema("Code: 241. DB::Exception: Memory limit exceeded"),
+            None
+        );
+    }
+
     use super::*;
 
     #[test]

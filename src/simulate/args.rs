@@ -19,6 +19,10 @@ pub struct SimulateArgs {
     /// Event time of the first event (epoch ms); default 2026-01-01T00:00:00Z.
     #[arg(long, default_value_t = 1_767_225_600_000)]
     pub start_ms: i64,
+    /// Runs start at random times within this many minutes after `--start-ms` (1440 spreads a
+    /// fleet over a day, which is what the loop explorer's 24 h chart shows).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=525_600))]
+    pub span_minutes: u64,
     /// Write JSONL here ("-" = stdout). Without it, events go to the Kafka input topic.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -49,6 +53,7 @@ impl Default for SimulateArgs {
             seed: 7,
             projects: 3,
             start_ms: 1_767_225_600_000,
+            span_minutes: 10,
             out: None,
             unfinished_rate: 0.0,
             mix: Vec::new(),

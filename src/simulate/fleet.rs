@@ -108,8 +108,9 @@ pub fn generate_fleet_with(args: &SimulateArgs, mut on_run: impl FnMut()) -> Fle
             AGENTS[rng.random_range(0..AGENTS.len())]
         };
         let agent = args.agent.as_deref().unwrap_or(mixed);
-        // Spread run starts over the first ten minutes of event time.
-        let start = args.start_ms.saturating_add(rng.random_range(0..600_000));
+        // Spread run starts over the span (ten minutes unless told otherwise).
+        let span_ms = (args.span_minutes.max(1) * 60_000) as i64;
+        let start = args.start_ms.saturating_add(rng.random_range(0..span_ms));
         let mut g = RunGen {
             rng: &mut rng,
             project: &project,

@@ -46,6 +46,9 @@ pub enum SinkError {
     Tls { url: String, reason: String },
     #[error("clickhouse_ca_file {path}: {reason}")]
     CaFile { path: String, reason: String },
+    /// No answer within the flush's deadline (a hung or overloaded server): retried.
+    #[error("ClickHouse did not answer the insert within {waited_ms} ms (flush_timeout_ms)")]
+    Timeout { waited_ms: u64 },
 }
 
 /// The whole `source()` chain of an error on one line: the crate's network error hides the TLS
@@ -133,6 +136,18 @@ const MIGRATIONS: &[Migration] = &[
         name: "0002_rollups",
         modern: include_str!("../../schemas/clickhouse/0002_rollups.sql"),
         legacy: include_str!("../../schemas/clickhouse/0002_rollups.legacy.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "0003_steering",
+        modern: include_str!("../../schemas/clickhouse/0003_steering.sql"),
+        legacy: include_str!("../../schemas/clickhouse/0003_steering.legacy.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "0004_step_numbers",
+        modern: include_str!("../../schemas/clickhouse/0004_step_numbers.sql"),
+        legacy: include_str!("../../schemas/clickhouse/0004_step_numbers.legacy.sql"),
     },
 ];
 
@@ -268,10 +283,32 @@ impl DdlOptions {
             .collect::<Vec<_>>()
             .join("\n")
             .replace("{db}", &self.db);
-        let (Some(cluster), Some(name)) = (&self.cluster, created_table(&stmt, &self.db)) else {
+        let Some(cluster) = &self.cluster else {
             return vec![stmt];
         };
         let db = &self.db;
+        if let Some(name) = altered_table(&stmt, db) {
+            // A column goes onto every node's local table, then the Distributed table in front
+            // of them is made again from it (it copied the local table's columns when it was
+            // created). Not `ALTER` on the Distributed table: it is not replicated, and
+            // ClickHouse refuses an `ALTER ... ON CLUSTER` of a non-replicated table on shards
+            // with internal replication (code 371, "isn't replicated, but shard #2 is
+            // replicated according to its cluster definition"); `DROP` and `CREATE` run on
+            // every host. A Distributed table holds no rows (inserts are synchronous, see
+            // `ClickHouseSink::connect`), and the `ALTER` of a replicated table returns once
+            // every replica has the column, so each host's new table has it. An insert in
+            // between fails and is retried like any refused insert.
+            let local = stmt.replacen(
+                &format!("ALTER TABLE {db}.{name}"),
+                &format!("ALTER TABLE {db}.{name}_local{}", self.on_cluster()),
+                1,
+            );
+            let drop = format!("DROP TABLE IF EXISTS {db}.{name}{}", self.on_cluster());
+            return vec![local, drop, self.distributed(name, cluster)];
+        }
+        let Some(name) = created_table(&stmt, db) else {
+            return vec![stmt];
+        };
         let local = stmt
             .replacen(
                 &format!("{db}.{name}"),
@@ -285,13 +322,34 @@ impl DdlOptions {
                 ),
                 1,
             );
-        let distributed = format!(
+        vec![local, self.distributed(name, cluster)]
+    }
+
+    /// The Distributed table `name` in front of every node's `<name>_local`, on every host.
+    fn distributed(&self, name: &str, cluster: &str) -> String {
+        let db = &self.db;
+        format!(
             "CREATE TABLE IF NOT EXISTS {db}.{name}{} AS {db}.{name}_local\n\
              ENGINE = Distributed('{cluster}', '{db}', '{name}_local', cityHash64(project_id, run_id))",
             self.on_cluster()
-        );
-        vec![local, distributed]
+        )
     }
+}
+
+/// The table an `ALTER TABLE <db>.<name>` statement changes.
+fn altered_table<'a>(stmt: &'a str, db: &str) -> Option<&'a str> {
+    let rest = stmt.strip_prefix(&format!("ALTER TABLE {db}."))?;
+    rest.split(char::is_whitespace).next()
+}
+
+/// A column the statement adds is there already: 18.16 has no `ADD COLUMN IF NOT EXISTS`, so
+/// a legacy migration cut short between one of its statements and the ledger's row meets its
+/// own column when it runs again (code 44, "column with this name already exists").
+fn column_was_there(sql: &str, e: &clickhouse::error::Error) -> bool {
+    sql.starts_with("ALTER TABLE ")
+        && sql.contains(" ADD COLUMN ")
+        && matches!(e, clickhouse::error::Error::BadResponse(body)
+            if body.contains("Code: 44") && body.contains("already exists"))
 }
 
 /// The table a `CREATE TABLE IF NOT EXISTS <db>.<name>` statement creates.
@@ -537,14 +595,18 @@ impl ClickHouseSink {
                 continue;
             }
             for sql in stmts {
-                self.client
-                    .query(&sql)
-                    .execute()
-                    .await
-                    .map_err(|source| SinkError::Migration {
-                        name: name.to_string(),
-                        source,
-                    })?;
+                match self.client.query(&sql).execute().await {
+                    Ok(()) => {}
+                    Err(e) if column_was_there(&sql, &e) => {
+                        tracing::info!(migration = name, statement = %sql, "column already there");
+                    }
+                    Err(source) => {
+                        return Err(SinkError::Migration {
+                            name: name.to_string(),
+                            source,
+                        })
+                    }
+                }
             }
             self.client
                 .query(&format!(
@@ -656,7 +718,8 @@ mod tests {
                 assert!(!stmts.is_empty(), "{}", m.name);
                 assert!(stmts
                     .iter()
-                    .all(|s| s.starts_with("CREATE TABLE IF NOT EXISTS {db}.")));
+                    .all(|s| s.starts_with("CREATE TABLE IF NOT EXISTS {db}.")
+                        || s.starts_with("ALTER TABLE {db}.")));
             }
         }
     }
@@ -677,14 +740,24 @@ mod tests {
         let cols = |sql: &str| -> Vec<Vec<String>> {
             statements(sql)
                 .iter()
-                .map(|s| {
-                    s.lines()
+                .map(|s| match s.split_once(" ADD COLUMN ") {
+                    // (table, column) of an ALTER, with or without IF NOT EXISTS
+                    Some((head, col)) => vec![
+                        head.to_string(),
+                        col.trim_start_matches("IF NOT EXISTS ")
+                            .split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_string(),
+                    ],
+                    None => s
+                        .lines()
                         .map(str::trim)
                         .skip_while(|l| *l != "(")
                         .skip(1)
                         .take_while(|l| *l != ")")
                         .filter_map(|l| l.split_whitespace().next().map(String::from))
-                        .collect()
+                        .collect(),
                 })
                 .collect()
         };
@@ -697,7 +770,13 @@ mod tests {
     fn legacy_form_has_nothing_18_16_rejects() {
         let all = opts(false, None, 30).migrations();
         for s in all.iter().flat_map(|m| &m.2) {
-            for word in ["DateTime64", "LowCardinality", "TTL", "{retention_days}"] {
+            for word in [
+                "DateTime64",
+                "LowCardinality",
+                "TTL",
+                "{retention_days}",
+                "ADD COLUMN IF NOT EXISTS",
+            ] {
                 assert!(!s.contains(word), "{word} in {s}");
             }
         }
@@ -744,6 +823,29 @@ mod tests {
                 ),
             "{}",
             boot[1]
+        );
+        let alters = &m[2].2;
+        let steers = alters
+            .iter()
+            .position(|s| {
+                s == "ALTER TABLE eddy.runs_local ON CLUSTER 'prod' ADD COLUMN IF NOT EXISTS steers UInt32"
+            })
+            .expect("the column on every node's local table");
+        assert_eq!(
+            alters[steers + 1..steers + 3],
+            [
+                "DROP TABLE IF EXISTS eddy.runs ON CLUSTER 'prod'".to_string(),
+                "CREATE TABLE IF NOT EXISTS eddy.runs ON CLUSTER 'prod' AS eddy.runs_local\n\
+                 ENGINE = Distributed('prod', 'eddy', 'runs_local', cityHash64(project_id, run_id))"
+                    .to_string()
+            ],
+            "the Distributed table made again from the local one"
+        );
+        assert!(
+            !alters
+                .iter()
+                .any(|s| s.starts_with("ALTER TABLE eddy.runs ON CLUSTER")),
+            "never an ALTER of a Distributed table on the cluster: ClickHouse refuses it"
         );
         let single = opts(true, None, 0).bootstrap();
         assert!(!single.concat().contains("ON CLUSTER") && !single.concat().contains("Replicated"));

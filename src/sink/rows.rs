@@ -1,6 +1,7 @@
-//! Row encoders: one struct per table, field order = column order (RowBinary is positional).
+//! Row encoders: one struct per table, field order = column order (RowBinary is positional;
+//! columns added by a later migration come last in both).
 use crate::contract::{OutputEvent, RunTerminated, Signal, Step};
-use crate::engine::rollup::Closed;
+use crate::engine::rollup::{Closed, UNCOUNTED};
 use crate::engine::StepFingerprints;
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,8 @@ pub struct StepRow {
     pub content_len: u32,
     pub src_partition: i32,
     pub src_offset: i64,
+    /// Added by migration 3, so after the source columns, as in the table.
+    pub signal_event_id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
@@ -61,6 +64,7 @@ pub struct SignalRow {
     pub evidence: String,
     pub src_partition: i32,
     pub src_offset: i64,
+    pub advice: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
@@ -88,6 +92,13 @@ pub struct RunRow {
     pub duration_ms: i64,
     pub src_partition: i32,
     pub src_offset: i64,
+    pub steers: u32,
+    pub has_steered_step_index: u8,
+    pub steered_step_index: u64,
+    pub steer_outcome: String,
+    /// Added by migration 4: the loop's steps as step numbers (0: unknown).
+    pub loop_step_number: u64,
+    pub loop_caught_step_number: u64,
 }
 
 /// One run's contribution to one minute (`rollup_minute`).
@@ -112,12 +123,17 @@ pub struct RollupRow {
     pub caught_after_steps: u64,
     pub src_partition: i32,
     pub src_offset: i64,
+    /// Added by migration 4: 1 when the loop caught in this minute had its steps counted, and
+    /// the count (see 0004_step_numbers.sql).
+    pub loops_counted: u8,
+    pub steps_to_catch: u64,
 }
 
 impl RollupRow {
     /// `src` is the event that closed the minute: its offset is the row's version.
     pub fn new(c: &Closed, src: Source) -> Self {
         let m = &c.minute;
+        let counted = m.caught_after_steps.filter(|&n| n != UNCOUNTED);
         Self {
             project_id: c.key.project_id.clone(),
             bucket: secs(m.bucket_ms),
@@ -139,9 +155,11 @@ impl RollupRow {
             loop_steps: m.loop_steps,
             loop_cost_usd: m.loop_cost_usd,
             loops_caught: u8::from(m.caught_after_steps.is_some()),
-            caught_after_steps: m.caught_after_steps.unwrap_or(0),
+            caught_after_steps: counted.unwrap_or(0),
             src_partition: src.partition,
             src_offset: src.offset,
+            loops_counted: u8::from(counted.is_some()),
+            steps_to_catch: counted.unwrap_or(0),
         }
     }
 }
@@ -188,6 +206,7 @@ impl StepRow {
                 .map_or(0, |c| u32::try_from(c.len()).unwrap_or(u32::MAX)),
             src_partition: src.partition,
             src_offset: src.offset,
+            signal_event_id: step.signal_event_id.clone().unwrap_or_default(),
         }
     }
 }
@@ -214,6 +233,7 @@ impl SignalRow {
             evidence: s.evidence.to_string(),
             src_partition: src.partition,
             src_offset: src.offset,
+            advice: s.advice.clone(),
         }
     }
 }
@@ -245,6 +265,15 @@ impl RunRow {
             duration_ms: t.totals.duration_ms,
             src_partition: src.partition,
             src_offset: src.offset,
+            steers: t.steers,
+            has_steered_step_index: u8::from(t.steered_step_index.is_some()),
+            steered_step_index: t.steered_step_index.unwrap_or(0),
+            steer_outcome: t
+                .steer_outcome
+                .map(|o| o.as_str().to_string())
+                .unwrap_or_default(),
+            loop_step_number: t.loop_step_number.unwrap_or(0),
+            loop_caught_step_number: t.loop_caught_step_number.unwrap_or(0),
         }
     }
 }

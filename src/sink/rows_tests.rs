@@ -81,6 +81,7 @@ fn a_tool_step_fills_every_column() {
             content_len: 6,
             src_partition: 3,
             src_offset: 42,
+            signal_event_id: String::new(),
         }
     );
 }
@@ -184,6 +185,60 @@ fn a_terminated_run_becomes_a_runs_row() {
     assert_eq!((r.signals, r.redeliveries), (2, 1));
     assert_eq!((r.steps, r.tool_calls, r.tokens), (10, 8, 100));
     assert_eq!((r.cost_usd, r.duration_ms), (0.5, 1500));
+    // Never steered: the steering columns keep their defaults.
+    assert_eq!(
+        (r.steers, r.has_steered_step_index, r.steer_outcome.as_str()),
+        (0, 0, "")
+    );
+    // A worker older than step numbers: 0, unknown.
+    assert_eq!((r.loop_step_number, r.loop_caught_step_number), (0, 0));
+    let o: OutputEvent = serde_json::from_str(
+        r#"{"kind":"run_terminated","event_id":"t1","project_id":"p","run_id":"r",
+        "ts":"2023-11-14T22:13:21.5Z","started_at":"2023-11-14T22:13:20Z",
+        "status":"completed","termination_reason":"clean","termination_reason_reported":false,
+        "loop_detected":true,"loop_step_index":1767225600000000042,
+        "loop_caught_step_index":1767225604500000913,"loop_step_number":3,
+        "loop_caught_step_number":6,"signals":1,"redeliveries":0,
+        "totals":{"steps":10,"tool_calls":8,"tokens":100,"cost_usd":0.5,"duration_ms":1500}}"#,
+    )
+    .unwrap();
+    let mut b = Batch::default();
+    push_output(&mut b, &o, SRC);
+    let r = &b.runs[0];
+    assert_eq!(r.loop_step_index, 1_767_225_600_000_000_042);
+    assert_eq!((r.loop_step_number, r.loop_caught_step_number), (3, 6));
+}
+
+#[test]
+fn a_steered_run_and_its_steer_step_fill_the_steering_columns() {
+    let o: OutputEvent = serde_json::from_str(
+        r#"{"kind":"run_terminated","event_id":"t1","project_id":"p","run_id":"r",
+        "ts":"2023-11-14T22:13:21.5Z","started_at":"2023-11-14T22:13:20Z",
+        "status":"completed","termination_reason":"clean",
+        "termination_reason_reported":false,"loop_detected":true,"loop_step_index":4,
+        "loop_caught_step_index":6,"signals":1,"redeliveries":0,
+        "totals":{"steps":10,"tool_calls":8,"tokens":100,"cost_usd":0.5,"duration_ms":1500},
+        "steered_step_index":7,"steers":1,"steer_outcome":"recovered"}"#,
+    )
+    .unwrap();
+    let mut b = Batch::default();
+    push_output(&mut b, &o, SRC);
+    let r = &b.runs[0];
+    assert_eq!(
+        (r.steers, r.has_steered_step_index, r.steered_step_index),
+        (1, 1, 7)
+    );
+    assert_eq!(r.steer_outcome, "recovered");
+
+    let s = step(
+        r#"{"v":1,"kind":"step","project_id":"p","run_id":"r","ts":1700000000250,
+        "step_index":7,"step_type":"steer","content":"eddy: stop repeating",
+        "signal_event_id":"0123456789abcdef0123456789abcdef"}"#,
+    );
+    let r = StepRow::new(&s, &fps(None, None, None), SRC);
+    assert_eq!(r.step_type, "steer");
+    assert_eq!(r.signal_event_id, "0123456789abcdef0123456789abcdef");
+    assert_eq!(r.content_len, 20);
 }
 
 #[test]
@@ -221,7 +276,20 @@ fn a_closed_minute_becomes_a_rollup_row_versioned_by_the_closing_event() {
         (0.125, 2, 0.0625)
     );
     assert_eq!((r.loops_caught, r.caught_after_steps), (1, 6));
+    assert_eq!((r.loops_counted, r.steps_to_catch), (1, 6));
     assert_eq!((r.src_partition, r.src_offset), (3, 42));
+
+    // A loop caught whose steps could not be counted: caught, but out of the averages.
+    let uncounted = Closed {
+        minute: Minute {
+            caught_after_steps: Some(crate::engine::rollup::UNCOUNTED),
+            ..minute.clone()
+        },
+        ..open.clone()
+    };
+    let r = RollupRow::new(&uncounted, SRC);
+    assert_eq!((r.loops_caught, r.caught_after_steps), (1, 0));
+    assert_eq!((r.loops_counted, r.steps_to_catch), (0, 0));
 
     let ended = Closed {
         key,
@@ -239,5 +307,6 @@ fn a_closed_minute_becomes_a_rollup_row_versioned_by_the_closing_event() {
     assert_eq!((r.runs_ended, r.loop_runs), (1, 1));
     assert_eq!(r.termination_reason, "timeout");
     assert_eq!((r.loops_caught, r.caught_after_steps), (0, 0));
+    assert_eq!((r.loops_counted, r.steps_to_catch), (0, 0));
     assert_eq!(r.agent_name, "a");
 }

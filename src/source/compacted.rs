@@ -41,7 +41,7 @@ where
     for (k, v) in props {
         cc.set(k, v);
     }
-    let c: BaseConsumer = cc
+    let c: BaseConsumer<EofIsNotAnError> = cc
         .set("group.id", "eddy-compacted-reader-unused")
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
@@ -53,7 +53,7 @@ where
         .set("max.partition.fetch.bytes", "33554432")
         .set("fetch.max.bytes", "67108864")
         .set("fetch.queue.backoff.ms", "5")
-        .create()?;
+        .create_with_context(EofIsNotAnError)?;
     let mut waiting = Patience::new(topic, partition, patience);
     let (low, high) = loop {
         match c.fetch_watermarks(topic, partition, Duration::from_secs(15)) {
@@ -95,6 +95,28 @@ where
     }
     Ok(records)
 }
+
+/// The end of the partition is what the read waits for (`enable.partition.eof`): librdkafka
+/// reports it as an error event, which rdkafka's default context logs at error level on every
+/// restore. Other errors are logged as before.
+struct EofIsNotAnError;
+
+impl rdkafka::ClientContext for EofIsNotAnError {
+    fn error(&self, error: KafkaError, reason: &str) {
+        // It comes as a global error event, not the partition-bound variant.
+        if matches!(
+            error,
+            KafkaError::PartitionEOF(_)
+                | KafkaError::Global(rdkafka::types::RDKafkaErrorCode::PartitionEOF)
+        ) {
+            tracing::debug!(reason, "end of a compacted partition");
+        } else {
+            tracing::error!(error = %error, reason, "librdkafka error (reading a compacted topic)");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for EofIsNotAnError {}
 
 /// Time without progress, against the read's patience.
 struct Patience<'a> {

@@ -1,5 +1,6 @@
 //! Kafka input: the group consumer, rebalance bookkeeping, topic set-up and changelog restore.
 pub mod compacted;
+pub mod group;
 pub mod restore;
 
 use crate::config::KafkaConfig;
@@ -70,6 +71,13 @@ pub struct Assignment {
     pub defer_revokes: bool,
     /// Wakes the worker loop when a revoke waits for it (it may be idle, waiting for a message).
     pub wake: Arc<tokio::sync::Notify>,
+    /// The worker holds back input (a full batch waits for its flush, or a rewind is under
+    /// way): partitions assigned meanwhile are paused as soon as they are assigned, so no fetch
+    /// starts before the worker can take it. The worker resumes them with the rest.
+    pub paused: bool,
+    /// A member of the group: set by every assignment (an empty one included), cleared when the
+    /// assignment is lost. A worker not yet (or no longer) a member is not ready.
+    pub member: bool,
 }
 
 impl Assignment {
@@ -77,6 +85,7 @@ impl Assignment {
     /// assignment.
     fn on_assign(&mut self, parts: &[i32]) {
         self.assigned.extend(parts.iter().copied());
+        self.member = true;
     }
 
     /// Partitions revoked (`tpl` lists them for librdkafka). They wait for the worker to drain
@@ -106,11 +115,17 @@ impl Assignment {
 pub struct RebalanceContext {
     topic: String,
     pub state: Arc<Mutex<Assignment>>,
+    /// The group membership as librdkafka last reported it.
+    pub group: Arc<group::GroupView>,
 }
 
 impl ClientContext for RebalanceContext {
-    /// librdkafka statistics (every `statistics.interval.ms`): per-partition consumer lag.
+    /// librdkafka statistics (every `statistics.interval.ms`): per-partition consumer lag and
+    /// the consumer group's state.
     fn stats(&self, stats: rdkafka::Statistics) {
+        if let Some(cg) = &stats.cgrp {
+            self.group.observe(cg);
+        }
         if let Some(t) = stats.topics.get(&self.topic) {
             for (p, part) in &t.partitions {
                 // -1 = unknown (not yet fetched / not assigned here).
@@ -141,14 +156,26 @@ impl ConsumerContext for RebalanceContext {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
                 st.on_assign(&parts);
                 tracing::info!(partitions = ?parts, "partitions assigned");
-                if cooperative {
+                let assigned = if cooperative {
                     c.incremental_assign(tpl)
                 } else {
                     c.assign(tpl)
+                };
+                // Held back input stays held back, new partitions included. And the other way
+                // round: librdkafka keeps an application's pause on a partition across its
+                // unassignment, so a partition paused, lost and assigned again would stay paused
+                // for good unless it is resumed here.
+                match assigned {
+                    Ok(()) if st.paused => c.pause(tpl),
+                    Ok(()) => c.resume(tpl),
+                    Err(e) => Err(e),
                 }
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
                 let lost = c.assignment_lost();
+                if lost {
+                    st.member = false;
+                }
                 if st.on_revoke(&parts, tpl, cooperative && !lost) {
                     tracing::info!(partitions = ?parts, "partitions revoked: draining them first");
                     Ok(())
@@ -180,6 +207,7 @@ pub fn consumer(cfg: &KafkaConfig) -> Result<(Input, Arc<Mutex<Assignment>>), So
     let ctx = RebalanceContext {
         topic: cfg.topics.input.clone(),
         state: state.clone(),
+        group: Arc::default(),
     };
     let mut cc = ClientConfig::new();
     cc.set("bootstrap.servers", &cfg.brokers)

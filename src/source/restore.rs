@@ -245,7 +245,7 @@ mod tests {
         }
     }
 
-    fn open(steps: u64, covered: i64) -> Option<Result<RunRecord, RecordError>> {
+    fn open(steps: u32, covered: i64) -> Option<Result<RunRecord, RecordError>> {
         let mut s = RunState::new(0);
         s.steps = steps;
         Some(Ok(RunRecord {
@@ -299,7 +299,7 @@ mod tests {
             runs: m
                 .runs
                 .into_iter()
-                .map(|(k, s)| (k.run_id, s.steps))
+                .map(|(k, s)| (k.run_id, u64::from(s.steps)))
                 .collect(),
             ended: m.ended.into_iter().map(|k| k.run_id).collect(),
             offsets,

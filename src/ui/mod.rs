@@ -5,7 +5,8 @@
 //! (`/runs/{project_id}/{run_id}`), the live signals (`/live`, fed by server-sent events from an
 //! assign-only reader of the output topic starting at its end) and a search (`/search`).
 //! Every query reads with `FINAL` (exact under redelivery) and uses only functions Debian's
-//! ClickHouse 18.16 has.
+//! ClickHouse 18.16 has. Every route requires a token or a trusted proxy's user (`auth.rs`).
+mod auth;
 mod html;
 mod live;
 mod palette;
@@ -40,6 +41,19 @@ pub enum UiError {
     Query(#[from] crate::query::QueryError),
     #[error("{0}")]
     BadRequest(String),
+    #[error(
+        "eddy ui serves every run's steps, tools and costs, and no authentication is configured. \
+         Set one of: ui_tokens (EDDY_UI_TOKENS=\"<token>=<user>\"; make a token with \
+         `openssl rand -hex 32`); ui_trusted_proxies (EDDY_UI_TRUSTED_PROXIES=<proxy address or \
+         CIDR>) behind an authenticating proxy that puts the user in ui_proxy_user_header \
+         (default X-Forwarded-User); or, to serve without authentication, ui_insecure_open = true \
+         (EDDY_UI_INSECURE_OPEN=true, or `eddy ui --insecure-open`)"
+    )]
+    NoAuth,
+    #[error("invalid ui configuration: {0}")]
+    Auth(String),
+    #[error(transparent)]
+    Admin(#[from] crate::admin::AdminError),
 }
 
 pub(crate) struct AppState {
@@ -59,6 +73,8 @@ pub async fn serve(
     cfg: UiConfig,
     shutdown: CancellationToken,
 ) -> Result<(), UiError> {
+    // Before anything is connected: a UI that would serve everyone does not start by accident.
+    let gate = Arc::new(auth::Gate::new(&cfg)?);
     let sink = crate::sink::ClickHouseSink::connect(&clickhouse).await?;
     let client = sink.client().clone().with_database(&clickhouse.database);
     let verdicts = Verdicts::new(VerdictTable::new(verdicts));
@@ -88,13 +104,35 @@ pub async fn serve(
             source,
         })?;
     let bound = listener.local_addr().map_err(UiError::Serve)?;
+    let health = Arc::new(crate::admin::Health::default());
+    if let Some(admin) = cfg.admin_addr.as_deref().filter(|a| !a.is_empty()) {
+        // Ready: ClickHouse answered at start (connect checks it) and the pages are served.
+        // Probes and scrapes need no token: this server is separate from the pages.
+        health.set_consuming(true);
+        health.set_clickhouse_ok(true);
+        crate::admin::serve(admin, health.clone()).await?;
+    }
     println!("eddy ui: http://{bound}/");
-    tracing::info!(%bound, database = %clickhouse.database, "eddy ui listening");
+    let access = gate.describe();
+    if cfg.insecure_open {
+        tracing::warn!(%bound, database = %clickhouse.database, access = %access, "eddy ui listening without authentication");
+    } else {
+        tracing::info!(%bound, database = %clickhouse.database, access = %access, "eddy ui listening");
+    }
     let stop = shutdown.clone();
-    axum::serve(listener, routes::router(state))
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
-        .map_err(UiError::Serve)?;
+    let app =
+        routes::router(state).layer(axum::middleware::from_fn_with_state(gate, auth::require));
+    // The peer address decides whether a proxy's user header is believed.
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        stop.cancelled().await;
+        health.set_draining();
+    })
+    .await
+    .map_err(UiError::Serve)?;
     shutdown.cancel();
     let _ = reader.await;
     Ok(())

@@ -28,6 +28,10 @@ impl IntoResponse for UiError {
     fn into_response(self) -> Response {
         let status = match self {
             UiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            // Not eddy's fault, nor lasting once a worker ran against the database.
+            UiError::Query(crate::query::QueryError::NoSchema(_)) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let body = format!("<p>{}</p>", esc(&self.to_string()));

@@ -138,6 +138,16 @@ impl VerdictTable {
         self.runs.get(key).map(|e| &e.verdict)
     }
 
+    /// Every run of `project_id` the table holds, with its verdict (a pass over the whole table:
+    /// for a stream that must be told everything again, not for each request).
+    pub fn runs_of(&self, project_id: &str) -> Vec<(RunKey, RunVerdict)> {
+        self.runs
+            .iter()
+            .filter(|(k, _)| k.project_id == project_id)
+            .map(|(k, e)| (k.clone(), e.verdict.clone()))
+            .collect()
+    }
+
     /// Take one output event read at broker time `at_ms`.
     pub fn apply(&mut self, event: &OutputEvent, at_ms: i64) -> Applied {
         let signal = match event {
@@ -289,6 +299,7 @@ mod tests {
             step_indices: vec![step - 2, step - 1, step],
             first_step_index: step - 2,
             evidence: serde_json::json!({"calls": 3}),
+            advice: String::new(),
         })
     }
 
@@ -306,10 +317,15 @@ mod tests {
             loop_detected: true,
             loop_step_index: None,
             loop_caught_step_index: None,
+            loop_step_number: None,
+            loop_caught_step_number: None,
             reported_loop_detected: None,
             signals: 1,
             redeliveries: 0,
             totals: Default::default(),
+            steered_step_index: None,
+            steers: 0,
+            steer_outcome: None,
         })
     }
 

@@ -4,13 +4,19 @@
 //! Order: (1) ClickHouse has the rows, (2) the broker acknowledged the outputs and dead letters
 //! (at_least_once), (3) the changelog holds the state covering them, (4) the offsets commit.
 //! In exactly_once, (2) to (4) are one transaction. A failure anywhere stops the flush before
-//! the commit; only a refused offset commit in at_least_once is survived (everything below those
-//! offsets is durable by then, so the next commit covers it).
+//! the commit; only a refused or unanswered offset commit in at_least_once is survived
+//! (everything below those offsets is durable by then, so the next commit covers it).
+//!
+//! Every wait has a deadline (`Io::timeout`, the worker's `flush_timeout_ms`): a ClickHouse
+//! insert that gets no answer in time is abandoned and tried again (inserts are idempotent),
+//! and a Kafka acknowledgement or transaction that misses it fails the flush with a transient
+//! error, on which the worker aborts the transaction and redoes the batch from the last commit.
+//! A flush never waits on a server without a limit.
 use super::partition::Epoch;
 use super::seams::{ChangelogSink, OffsetCommitter, OutputSink, RowSink};
 use super::WorkerError;
 use crate::admin::Health;
-use crate::sink::Batch;
+use crate::sink::{Batch, SinkError};
 use rdkafka::{Offset, TopicPartitionList};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -38,6 +44,13 @@ pub(crate) struct Io<'a, R, K> {
     pub input_topic: &'a str,
     pub health: &'a Health,
     pub retry: Retry,
+    /// The longest any single wait of the flush may take.
+    pub timeout: Duration,
+    /// at_least_once: offsets an earlier flush made durable but could not commit (the group
+    /// refused them during a rebalance), committed along with this flush's for partitions it
+    /// has none of. Without it a partition that receives nothing more would show that lag
+    /// until its next message.
+    pub carry: &'a [(i32, i64)],
 }
 
 /// How a flush ended when it did not fail.
@@ -45,7 +58,8 @@ pub(crate) struct Io<'a, R, K> {
 pub(crate) enum Committed {
     /// Offsets committed (or there were none to commit).
     Offsets,
-    /// The group refused the commit (a rebalance in progress): logged, not fatal.
+    /// The group refused the commit (a rebalance in progress) or did not answer it in time:
+    /// logged, not fatal.
     Refused,
     /// exactly_once: the transaction committed, offsets included.
     Transaction,
@@ -68,13 +82,14 @@ where
         input_topic,
         health,
         retry,
+        timeout,
+        carry,
     } = io;
     let started = Instant::now();
-    let mut batches = Vec::with_capacity(epochs.len());
-    for e in &mut epochs {
-        batches.push(std::mem::take(&mut e.batch));
-        kafka.absorb(std::mem::take(&mut e.outbox))?;
-    }
+    let batches: Vec<Batch> = epochs
+        .iter_mut()
+        .map(|e| std::mem::take(&mut e.batch))
+        .collect();
     let count = |f: fn(&Batch) -> usize| batches.iter().map(f).sum::<usize>();
     let rows = [
         ("steps", count(|b| b.steps.len())),
@@ -83,10 +98,17 @@ where
         ("rollup_minute", count(|b| b.rollups.len())),
     ];
     // 1. ClickHouse: retried with capped, jittered back-off; a transient outage only grows lag.
+    // An attempt that gets no answer within the deadline (a hung server) counts as failed.
     let mut delay = retry.first;
     loop {
         let t = Instant::now();
-        match sink.insert_all(&batches).await {
+        let attempt = match tokio::time::timeout(timeout, sink.insert_all(&batches)).await {
+            Ok(r) => r,
+            Err(_) => Err(SinkError::Timeout {
+                waited_ms: timeout.as_millis() as u64,
+            }),
+        };
+        match attempt {
             Ok(()) => {
                 health.set_clickhouse_ok(true);
                 metrics::histogram!("eddy_clickhouse_insert_seconds")
@@ -110,10 +132,17 @@ where
     }
     drop(batches);
     let inserted = started.elapsed();
+    // The tasks' outputs and dead letters: at_least_once sent them when they were detected, and
+    // their deliveries are awaited now; exactly_once held them back, and they are sent now, in
+    // a transaction that opens only once ClickHouse has the rows (a ClickHouse outage must not
+    // outlast the transaction's timeout).
+    for e in &mut epochs {
+        kafka.absorb(std::mem::take(&mut e.outbox))?;
+    }
     // 2. at_least_once: output events and dead letters acknowledged before the changelog says
     // they are done (a restore skips what the changelog covers).
     if !kafka.is_transactional() {
-        kafka.outputs_acknowledged().await?;
+        kafka.outputs_acknowledged(timeout).await?;
     }
     let acked = started.elapsed();
     // 3. Changelog: one record per changed run, then the partition's meta record last.
@@ -130,21 +159,29 @@ where
         tpl.add_partition_offset(input_topic, e.partition, Offset::Offset(next))
             .map_err(WorkerError::Commit)?;
     }
+    if !kafka.is_transactional() {
+        let ours: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
+        for (p, next) in carry.iter().filter(|(p, _)| !ours.contains(p)) {
+            tpl.add_partition_offset(input_topic, *p, Offset::Offset(*next))
+                .map_err(WorkerError::Commit)?;
+        }
+    }
     if kafka.is_transactional() {
         // 4. Outputs, dead letters, changelog and offsets commit atomically (KIP-447).
-        kafka.commit_transaction(&tpl)?;
+        kafka.commit_transaction(&tpl, timeout)?;
         metrics::counter!("eddy_commits_total", "result" => "transaction").increment(1);
         metrics::histogram!("eddy_flush_seconds").record(started.elapsed().as_secs_f64());
         return Ok(Committed::Transaction);
     }
-    kafka.changelog_acknowledged().await?;
+    kafka.changelog_acknowledged(timeout).await?;
     // 4. Only now the offsets. A commit refused because the group is rebalancing (illegal
-    // generation, unknown member, rebalance in progress) loses nothing: everything below these
-    // offsets is already durable, the changelog says where the state stands, and whoever owns
-    // the partition next re-reads at most this batch. So it is logged, never fatal.
+    // generation, unknown member, rebalance in progress), or not answered in time, loses
+    // nothing: everything below these offsets is already durable, the changelog says where the
+    // state stands, and whoever owns the partition next re-reads at most this batch. So it is
+    // logged, never fatal.
     let mut committed = Committed::Offsets;
     if tpl.count() > 0 {
-        match kafka.commit_offsets(&tpl) {
+        match kafka.commit_offsets(&tpl, timeout).await {
             Ok(()) => metrics::counter!("eddy_commits_total", "result" => "ok").increment(1),
             Err(e) => {
                 metrics::counter!("eddy_commits_total", "result" => "refused").increment(1);

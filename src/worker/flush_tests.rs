@@ -6,9 +6,10 @@ use crate::admin::Health;
 use crate::emit::EmitError;
 use crate::sink::SinkError;
 use crate::sink::{Batch, StepRow};
+use crate::worker::coordinator::needs_rewind;
 use crate::worker::partition::Epoch;
 use crate::worker::seams::{ChangelogSink, OffsetCommitter, OutputSink, RowSink};
-use crate::worker::{needs_rewind, WorkerError};
+use crate::worker::WorkerError;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::BTreeMap;
@@ -28,10 +29,11 @@ fn note(log: &Log, what: impl Into<String>) {
 }
 
 /// ClickHouse: keeps the source offsets of the step rows it acknowledged; fails the first
-/// `failures` inserts.
+/// `failures` inserts, and never answers the first `hangs` after those (a hung server).
 struct FakeClickHouse {
     log: Log,
     failures: AtomicUsize,
+    hangs: AtomicUsize,
     rows: Mutex<Vec<(i32, i64)>>,
 }
 
@@ -40,6 +42,7 @@ impl FakeClickHouse {
         Self {
             log: log.clone(),
             failures: AtomicUsize::new(failures),
+            hangs: AtomicUsize::new(0),
             rows: Mutex::new(Vec::new()),
         }
     }
@@ -51,10 +54,15 @@ impl FakeClickHouse {
 
 impl RowSink for FakeClickHouse {
     fn insert_all(&self, batches: &[Batch]) -> impl Future<Output = Result<(), SinkError>> + Send {
-        let failed = self
-            .failures
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
+        let take = |n: &AtomicUsize| {
+            n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        };
+        let failed = take(&self.failures);
+        let hung = !failed && take(&self.hangs);
+        if hung {
+            note(&self.log, "insert hung");
+        }
         let result = if failed {
             note(&self.log, "insert failed");
             Err(SinkError::NotMigrated {
@@ -71,7 +79,12 @@ impl RowSink for FakeClickHouse {
             );
             Ok(())
         };
-        std::future::ready(result)
+        async move {
+            if hung {
+                std::future::pending::<()>().await;
+            }
+            result
+        }
     }
 }
 
@@ -88,6 +101,12 @@ enum Fail {
     /// at_least_once: the group refuses the commit; exactly_once: the transaction's commit
     /// fails with an abortable error.
     Commit,
+    /// The brokers never acknowledge the outputs (at_least_once) / the changelog.
+    AckHangs,
+    /// The group coordinator never answers the offset commit (at_least_once).
+    CommitHangs,
+    /// An output the broker refuses for what it is (too large): no retry can help.
+    OutputRefused,
 }
 
 /// A record as a `read_committed` reader would see it.
@@ -175,6 +194,26 @@ fn delivery_error() -> EmitError {
     }
 }
 
+fn refused_error() -> EmitError {
+    EmitError::Delivery {
+        topic: "fake".into(),
+        source: KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge),
+    }
+}
+
+/// A wait that never ends, given up at the deadline the flush passed, as the real seam does.
+async fn or_hang<T>(hang: bool, r: T, deadline: Duration) -> Result<T, EmitError> {
+    if hang {
+        let never = std::future::pending::<()>();
+        let _ = tokio::time::timeout(deadline, never).await;
+        return Err(EmitError::Timeout {
+            pending: 1,
+            waited_ms: deadline.as_millis() as u64,
+        });
+    }
+    Ok(r)
+}
+
 impl OutputSink for FakeKafka {
     type Outbox = FakeOutbox;
 
@@ -191,15 +230,23 @@ impl OutputSink for FakeKafka {
         self.transactional
     }
 
-    fn outputs_acknowledged(&mut self) -> impl Future<Output = Result<(), EmitError>> + Send {
+    fn outputs_acknowledged(
+        &mut self,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<(), EmitError>> + Send {
+        let hang = self.failure(Fail::AckHangs);
         let r = if self.failure(Fail::OutputAck) {
             Err(delivery_error())
+        } else if self.failure(Fail::OutputRefused) {
+            Err(refused_error())
+        } else if hang {
+            Ok(())
         } else {
             note(&self.log, "outputs acknowledged");
             self.ack_all();
             Ok(())
         };
-        std::future::ready(r)
+        async move { or_hang(hang, r, deadline).await? }
     }
 }
 
@@ -219,7 +266,10 @@ impl ChangelogSink for FakeKafka {
         Ok(())
     }
 
-    fn changelog_acknowledged(&mut self) -> impl Future<Output = Result<(), EmitError>> + Send {
+    fn changelog_acknowledged(
+        &mut self,
+        _deadline: Duration,
+    ) -> impl Future<Output = Result<(), EmitError>> + Send {
         let r = if self.failure(Fail::ChangelogAck) {
             Err(delivery_error())
         } else {
@@ -242,22 +292,45 @@ fn offsets_of(tpl: &TopicPartitionList) -> Vec<(i32, i64)> {
 }
 
 impl OffsetCommitter for FakeKafka {
-    fn commit_offsets(&mut self, tpl: &TopicPartitionList) -> Result<(), KafkaError> {
+    fn commit_offsets(
+        &mut self,
+        tpl: &TopicPartitionList,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<(), KafkaError>> + Send {
         assert!(
             !self.transactional,
             "exactly_once commits in its transaction"
         );
-        if self.failure(Fail::Commit) {
-            return Err(KafkaError::ConsumerCommit(
+        let hang = self.failure(Fail::CommitHangs);
+        let r = if self.failure(Fail::Commit) {
+            Err(KafkaError::ConsumerCommit(
                 RDKafkaErrorCode::IllegalGeneration,
-            ));
+            ))
+        } else if hang {
+            Ok(())
+        } else {
+            note(&self.log, "commit offsets");
+            self.offsets.extend(offsets_of(tpl));
+            Ok(())
+        };
+        async move {
+            if hang {
+                // As the real seam does: no answer within the deadline is a timed-out commit.
+                let never = std::future::pending::<()>();
+                return match tokio::time::timeout(deadline, never).await {
+                    Ok(()) => unreachable!(),
+                    Err(_) => Err(crate::worker::seams::commit_timed_out()),
+                };
+            }
+            r
         }
-        note(&self.log, "commit offsets");
-        self.offsets.extend(offsets_of(tpl));
-        Ok(())
     }
 
-    fn commit_transaction(&mut self, tpl: &TopicPartitionList) -> Result<(), EmitError> {
+    fn commit_transaction(
+        &mut self,
+        tpl: &TopicPartitionList,
+        _deadline: Duration,
+    ) -> Result<(), EmitError> {
         assert!(self.transactional, "at_least_once has no transaction");
         if self.failure(Fail::Commit) {
             return Err(EmitError::Abortable(KafkaError::Global(
@@ -294,6 +367,7 @@ fn step_row(partition: i32, offset: i64) -> StepRow {
         content_len: 0,
         src_partition: partition,
         src_offset: offset,
+        signal_event_id: String::new(),
     }
 }
 
@@ -315,7 +389,6 @@ fn epoch(p: i32, from: i64, to: i64) -> Epoch<FakeOutbox> {
             (b"meta".to_vec(), Some(to.to_string().into_bytes())),
         ],
         outbox: FakeOutbox((from..to).map(|o| format!("signal {p}/{o}")).collect()),
-        open_runs: 1,
     }
 }
 
@@ -323,6 +396,9 @@ fn epoch(p: i32, from: i64, to: i64) -> Epoch<FakeOutbox> {
 fn epochs() -> Vec<Epoch<FakeOutbox>> {
     vec![epoch(0, 0, 3), epoch(1, 10, 13)]
 }
+
+/// The flush's deadline in these tests (time is paused: it costs nothing).
+const DEADLINE: Duration = Duration::from_secs(30);
 
 const FAST: Retry = Retry {
     first: Duration::from_millis(1),
@@ -342,13 +418,17 @@ async fn run(
         input_topic: INPUT,
         health: &health,
         retry: FAST,
+        timeout: DEADLINE,
+        carry: &[],
     };
     flush(io, epochs, shutdown).await
 }
 
+/// Time is paused: a deadline passes as soon as nothing else can happen.
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
+        .start_paused(true)
         .build()
         .unwrap()
 }
@@ -379,7 +459,13 @@ fn assert_redone_after_failure(fail: Fail, ch_failures: usize, cancelled: bool) 
     }
     let r = rt().block_on(run(&ch, &mut kafka, epochs(), &shutdown));
     assert!(r.is_err(), "{fail:?}: {r:?}");
-    assert!(!needs_rewind(&r.unwrap_err()), "{fail:?}: not a rewind");
+    // A Kafka side that was slow or away is redone at once from the last commit (a rewind); a
+    // ClickHouse failure only ends a flush when the worker is stopping.
+    assert_eq!(
+        needs_rewind(&r.unwrap_err()),
+        ch_failures == 0,
+        "{fail:?}: rewind or not"
+    );
     assert!(
         kafka.offsets.is_empty(),
         "{fail:?}: committed {:?}",
@@ -606,7 +692,7 @@ fn exactly_once_nothing_is_visible_before_the_commit() {
 #[test]
 fn exactly_once_failed_send_of_held_outputs_commits_nothing() {
     let e = assert_nothing_committed(Fail::Absorb, 0, false);
-    assert!(!needs_rewind(&e), "{e}");
+    assert!(needs_rewind(&e), "{e}");
 }
 
 #[test]
@@ -618,7 +704,7 @@ fn exactly_once_clickhouse_failure_during_shutdown_commits_nothing() {
 #[test]
 fn exactly_once_changelog_failure_commits_nothing() {
     let e = assert_nothing_committed(Fail::ChangelogSend, 0, false);
-    assert!(!needs_rewind(&e), "{e}");
+    assert!(needs_rewind(&e), "{e}");
 }
 
 #[test]
@@ -636,4 +722,95 @@ fn exactly_once_clickhouse_outage_is_retried_inside_the_transaction() {
     assert_eq!(r.unwrap(), Committed::Transaction);
     assert_eq!(kafka.offsets, BTreeMap::from([(0, 3), (1, 13)]));
     assert_eq!(ch.rows().len(), 6);
+}
+
+#[test]
+fn at_least_once_acknowledgements_that_never_come_fail_the_flush_at_its_deadline() {
+    assert_redone_after_failure(Fail::AckHangs, 0, false);
+    let log = Log::default();
+    let ch = FakeClickHouse::new(&log, 0);
+    let mut kafka = FakeKafka::new(&log, false, Fail::AckHangs);
+    let started = tokio::time::Instant::now();
+    let rt = rt();
+    let (r, waited) = rt.block_on(async {
+        let r = run(&ch, &mut kafka, epochs(), &CancellationToken::new()).await;
+        (r, started.elapsed())
+    });
+    let e = r.unwrap_err();
+    assert!(
+        matches!(e, WorkerError::Emit(EmitError::Timeout { .. })),
+        "{e}"
+    );
+    assert!(needs_rewind(&e), "{e}");
+    assert!(
+        waited >= DEADLINE && waited < DEADLINE * 2,
+        "gave up after {waited:?}"
+    );
+}
+
+#[test]
+fn at_least_once_an_unanswered_commit_is_survived_at_its_deadline() {
+    let log = Log::default();
+    let ch = FakeClickHouse::new(&log, 0);
+    let mut kafka = FakeKafka::new(&log, false, Fail::CommitHangs);
+    let r = rt().block_on(run(&ch, &mut kafka, epochs(), &CancellationToken::new()));
+    // Everything below the offsets is durable: the next commit covers them.
+    assert_eq!(r.unwrap(), Committed::Refused);
+    assert_eq!(ch.rows().len(), 6);
+    assert_eq!(kafka.durable.len(), 6 + 4);
+}
+
+#[test]
+fn a_hung_clickhouse_insert_is_abandoned_at_the_deadline_and_tried_again() {
+    for transactional in [false, true] {
+        let log = Log::default();
+        let ch = FakeClickHouse::new(&log, 0);
+        ch.hangs.store(2, Ordering::SeqCst);
+        let mut kafka = FakeKafka::new(&log, transactional, Fail::Nothing);
+        let r = rt().block_on(run(&ch, &mut kafka, epochs(), &CancellationToken::new()));
+        assert!(r.is_ok(), "{r:?}");
+        let hung = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| *l == "insert hung")
+            .count();
+        assert_eq!(hung, 2);
+        // Nothing reached Kafka before ClickHouse had the rows.
+        assert!(index(&log, "insert") < index(&log, "absorb"), "{log:?}");
+        assert_eq!(kafka.offsets, BTreeMap::from([(0, 3), (1, 13)]));
+    }
+}
+
+#[test]
+fn an_output_the_broker_refuses_for_what_it_is_ends_the_worker() {
+    let log = Log::default();
+    let ch = FakeClickHouse::new(&log, 0);
+    let mut kafka = FakeKafka::new(&log, false, Fail::OutputRefused);
+    let e = rt()
+        .block_on(run(&ch, &mut kafka, epochs(), &CancellationToken::new()))
+        .unwrap_err();
+    assert!(!needs_rewind(&e), "redoing it would fail the same way: {e}");
+    assert!(kafka.offsets.is_empty());
+}
+
+#[test]
+fn at_least_once_refused_offsets_carried_into_a_flush_with_nothing_new_are_committed() {
+    let log = Log::default();
+    let ch = FakeClickHouse::new(&log, 0);
+    let mut kafka = FakeKafka::new(&log, false, Fail::Nothing);
+    let health = Health::default();
+    let io = Io {
+        rows: &ch,
+        kafka: &mut kafka,
+        input_topic: INPUT,
+        health: &health,
+        retry: FAST,
+        timeout: DEADLINE,
+        // Partition 0 has news in this flush (its own offset wins); partition 1 has none.
+        carry: &[(0, 1), (1, 13)],
+    };
+    let r = rt().block_on(flush(io, vec![epoch(0, 3, 5)], &CancellationToken::new()));
+    assert_eq!(r.unwrap(), Committed::Offsets);
+    assert_eq!(kafka.offsets, BTreeMap::from([(0, 5), (1, 13)]));
 }

@@ -5,9 +5,11 @@
 //! row derived from the messages before it, (2) the broker acknowledged every output event and
 //! dead letter they caused, and (3) the changelog holds the run state covering them. See
 //! DESIGN.md for the invariants and what each failure does.
+mod coordinator;
 mod flush;
 mod partition;
 mod seams;
+mod watchdog;
 
 use crate::admin::{self, Health};
 use crate::config::{ClickHouseConfig, KafkaConfig, WorkerConfig};
@@ -16,16 +18,15 @@ use crate::emit::{EmitError, Emitter};
 use crate::engine::EngineConfig;
 use crate::sink::{ClickHouseSink, SinkError};
 use crate::source::{self, SourceError};
+use coordinator::{wait_flush, wait_rewind, Coordinator, FlushCounters, STAGE_MAX};
 use futures::FutureExt;
 use partition::Counters;
 use rdkafka::consumer::Consumer;
-use rdkafka::message::{BorrowedMessage, Message};
-use rdkafka::{Offset, TopicPartitionList};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::task::JoinError;
 use tokio_util::sync::CancellationToken;
+use watchdog::Watchdog;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -43,6 +44,12 @@ pub enum WorkerError {
     TaskGone(i32),
     #[error(transparent)]
     Admin(#[from] admin::AdminError),
+    #[error("the worker's partition bookkeeping was poisoned by a panic in librdkafka's rebalance callback")]
+    Poisoned,
+    #[error(
+        "watchdog: {0}. Exiting so that a restart rejoins the consumer group (watchdog_timeout_ms)"
+    )]
+    Stuck(String),
 }
 
 /// A token cancelled on the first SIGINT/SIGTERM. A second signal, or the grace period running
@@ -137,12 +144,6 @@ fn check_key(key: Option<&[u8]>, run: &RunKey) {
     }
 }
 
-#[derive(Default)]
-struct FlushCounters {
-    flushes: u64,
-    rewinds: u64,
-}
-
 /// `eddy run`. The worker's own section, and those it hands down: Kafka to `source/` and `emit/`,
 /// ClickHouse to `sink/`, the engine's to every partition's `PartitionEngine`.
 pub async fn run(
@@ -178,6 +179,7 @@ pub async fn run(
         changelog_topic: changelog_topic.to_string(),
         counters: counters.clone(),
     });
+    let ctx = consumer.context().clone();
     let mut co = Coordinator {
         flusher: Flusher {
             kafka: kafka.clone(),
@@ -192,25 +194,38 @@ pub async fn run(
         shared,
         forker,
         tasks: HashMap::new(),
-        open_runs: HashMap::new(),
         inflight: None,
+        rewinding: None,
         batch_msgs: 0,
         staged: 0,
         deadline: None,
+        paused: false,
         counts: FlushCounters::default(),
+        watchdog: Watchdog::new(Duration::from_millis(worker.watchdog_timeout_ms)),
+        received: false,
+        probe: None,
+        probed_at: None,
+        group: ctx.group.clone(),
+        drain: None,
+        refused: Default::default(),
+        flushed_at: Instant::now(),
     };
     let mut last_progress = Instant::now();
+    let mut last_watch = Instant::now();
     let progress_every = Duration::from_secs(worker.progress_interval_s.max(1));
     // Declared after the consumer, so dropped before it: closing the consumer revokes
     // everything, and nothing would be left to drain those revokes.
     let _defer = DeferRevokes::on(&assignment);
     let wake = assignment
         .lock()
-        .map(|a| a.wake.clone())
-        .unwrap_or_default();
+        .map_err(|_| WorkerError::Poisoned)?
+        .wake
+        .clone();
     tracing::info!(topic = %kafka.topics.input, group = %kafka.group_id, "consuming");
     health.set_clickhouse_ok(true);
+    health.set_member(false);
     health.set_consuming(true);
+    let mut stuck = None;
 
     loop {
         // A due batch waits for the flush in flight (its completion wakes the loop), so the
@@ -219,93 +234,106 @@ pub async fn run(
             Some(d) if co.inflight.is_none() => d,
             _ => tokio::time::Instant::now() + Duration::from_secs(1),
         };
-        // A full batch stops reading until the flush in flight is done: at most two batches are
-        // ever buffered, so a slow ClickHouse turns into lag, not memory.
-        let full = co.batch_msgs >= worker.batch_max_messages;
+        // The consumer is polled in every round, whatever else waits: rebalances, commit
+        // answers and librdkafka's own log lines are served from its poll.
         let msg = tokio::select! {
             _ = shutdown.cancelled() => {
                 health.set_draining();
                 break;
             }
-            r = wait(&mut co.inflight) => {
+            r = wait_flush(&mut co.inflight) => {
                 co.inflight = None;
-                co.settle(r).await?;
+                co.settle(r)?;
+                None
+            }
+            r = wait_rewind(&mut co.rewinding) => {
+                co.finish_rewind(r)?;
                 None
             }
             _ = tokio::time::sleep_until(timeout) => None,
             _ = wake.notified() => None,
-            m = consumer.recv(), if !full => Some(m),
+            m = consumer.recv() => Some(m),
         };
         // Partitions lost since the last message: their uncommitted work is dropped; the next
         // owner restores from the changelog and resumes from the committed offset.
-        let lost: Vec<i32> = match assignment.lock() {
-            Ok(mut a) => std::mem::take(&mut a.revoked),
-            Err(_) => Vec::new(),
+        let (lost, draining) = {
+            let mut a = assignment.lock().map_err(|_| WorkerError::Poisoned)?;
+            (std::mem::take(&mut a.revoked), a.draining.take())
         };
         for p in lost {
             co.remove(p);
         }
         // A cooperative revoke waits for us: make what was done for those partitions durable
         // and committed, so their next owner starts exactly there, then hand them back.
-        let draining = assignment.lock().ok().and_then(|mut a| a.draining.take());
         if let Some(tpl) = draining {
-            co.drain(&tpl, &shutdown).await?;
+            co.begin_drain(tpl);
         }
         match msg {
             Some(Ok(m)) => {
-                co.stage(&m);
+                co.stage(&m)?;
                 // Take whatever else librdkafka already holds, without waiting: tasks get
                 // chunks, not single messages, which keeps wake-ups and timers off the per-event
                 // path.
-                while co.staged < STAGE_MAX && co.batch_msgs < worker.batch_max_messages {
+                while co.staged < STAGE_MAX && !co.must_hold() {
                     match consumer.recv().now_or_never() {
-                        Some(Ok(m)) => co.stage(&m),
+                        Some(Ok(m)) => co.stage(&m)?,
                         Some(Err(e)) => {
                             tracing::warn!(error = %e, "consumer error (librdkafka retries)")
                         }
                         None => break,
                     }
                 }
-                co.dispatch().await?;
+                co.dispatch()?;
             }
             Some(Err(e)) => tracing::warn!(error = %e, "consumer error (librdkafka retries)"),
             None => {}
         }
-        let due = co
-            .deadline
-            .is_some_and(|d| tokio::time::Instant::now() >= d);
-        if co.inflight.is_none() && co.batch_msgs > 0 && (due || full) {
-            co.start_flush(&shutdown).await?;
+        co.spawn_assigned()?;
+        health.set_member(co.member()?);
+        health.set_restoring(co.restoring().await?);
+        co.advance_drain(&shutdown)?;
+        if co.flush_due() {
+            co.start_flush(&shutdown)?;
+        }
+        co.apply_hold()?;
+        if last_watch.elapsed() >= Duration::from_secs(1) {
+            last_watch = Instant::now();
+            // Waiting on purpose: input held back, or ClickHouse not answering a flush.
+            let holding = co.paused || health.ready().is_err_and(|_| co.inflight.is_some());
+            if let Some(why) = co.watch(holding)? {
+                tracing::error!(
+                    why,
+                    "watchdog: this worker is stuck; exiting so that a restart rejoins the group"
+                );
+                health.set_stuck(why.clone());
+                health.set_draining();
+                metrics::counter!("eddy_watchdog_exits_total").increment(1);
+                stuck = Some(why);
+                break;
+            }
         }
         if worker.progress_interval_s > 0 && last_progress.elapsed() >= progress_every {
             last_progress = Instant::now();
-            let open: usize = co.open_runs.values().sum();
-            metrics::gauge!("eddy_open_runs").set(open as f64);
-            tracing::info!(
-                events = Counters::get(&counters.events),
-                outputs = Counters::get(&counters.outputs),
-                dead_letters = Counters::get(&counters.dead_letters),
-                flushes = co.counts.flushes,
-                partitions = co.tasks.len(),
-                open_runs = open,
-                "progress"
-            );
+            co.progress(&counters);
         }
     }
-    // Graceful shutdown: make everything durable and commit it before leaving.
-    if let Some(h) = co.inflight.take() {
-        co.check(h.await)?;
-    }
-    if co.batch_msgs > 0 {
-        let epochs = co.barrier().await?;
-        co.flusher.flush(epochs, &CancellationToken::new()).await?;
+    // Graceful shutdown: make everything durable and commit it before leaving (unless a
+    // rewind is under way: then nothing since the last commit is kept). A signal's grace period
+    // bounds this; so does the same period after the watchdog gave up.
+    if co.rewinding.is_none() {
+        let grace = Duration::from_millis(worker.shutdown_grace_ms);
+        let stop = CancellationToken::new();
+        match tokio::time::timeout(grace, co.flush_all(&stop)).await {
+            Ok(r) => r?,
+            Err(_) => tracing::error!("final flush not done within shutdown_grace_ms"),
+        }
     }
     // A revoke that arrived as we stopped: everything is committed now, hand the partitions back.
-    if let Some(tpl) = assignment.lock().ok().and_then(|mut a| a.draining.take()) {
-        if let Err(e) = consumer.incremental_unassign(&tpl) {
-            tracing::warn!(error = %e, "handing back revoked partitions failed");
-        }
+    let draining = assignment.lock().ok().and_then(|mut a| a.draining.take());
+    if let Some(tpl) = draining {
+        co.begin_drain(tpl);
     }
+    co.hand_back_on_exit()?;
     co.tasks.clear();
     tracing::info!(
         events = Counters::get(&counters.events),
@@ -315,237 +343,9 @@ pub async fn run(
         rewinds = co.counts.rewinds,
         "stopped"
     );
-    Ok(())
-}
-
-/// Most messages taken from librdkafka in one go before they are handed to the tasks.
-const STAGE_MAX: usize = 4096;
-
-type FlushTask = tokio::task::JoinHandle<Result<(), WorkerError>>;
-
-/// The flush in flight, if any; never resolves without one.
-async fn wait(inflight: &mut Option<FlushTask>) -> Result<Result<(), WorkerError>, JoinError> {
-    match inflight {
-        Some(h) => h.await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The consumer loop: it owns the group membership, forwards each message to its partition's
-/// task, cuts epochs with barriers and runs one flush at a time, overlapping with consumption.
-struct Coordinator {
-    flusher: Flusher,
-    assignment: Arc<std::sync::Mutex<source::Assignment>>,
-    shared: Arc<partition::Shared>,
-    /// Forked into each new partition task (same producer).
-    forker: Emitter,
-    tasks: HashMap<i32, partition::Handle>,
-    open_runs: HashMap<i32, usize>,
-    inflight: Option<FlushTask>,
-    /// Messages forwarded since the last barrier.
-    batch_msgs: usize,
-    /// Messages staged but not yet handed to their tasks.
-    staged: usize,
-    deadline: Option<tokio::time::Instant>,
-    counts: FlushCounters,
-}
-
-impl Coordinator {
-    /// Copy a message into its partition's next chunk (if the partition is still ours).
-    fn stage(&mut self, m: &BorrowedMessage<'_>) {
-        let p = m.partition();
-        let owned = self
-            .assignment
-            .lock()
-            .map(|a| a.assigned.contains(&p))
-            .unwrap_or(false);
-        if !owned {
-            return;
-        }
-        let raw = partition::Raw {
-            offset: m.offset(),
-            key: m.key().map(<[u8]>::to_vec),
-            payload: m.payload().map(<[u8]>::to_vec),
-        };
-        let task = match self.tasks.entry(p) {
-            std::collections::hash_map::Entry::Occupied(t) => t.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
-                partition::Handle::spawn(self.shared.clone(), p, self.forker.fork()),
-            ),
-        };
-        task.staged.push(raw);
-        self.staged += 1;
-        self.batch_msgs += 1;
-        if self.deadline.is_none() {
-            self.deadline = Some(
-                tokio::time::Instant::now()
-                    + Duration::from_millis(self.flusher.worker.flush_interval_ms),
-            );
-        }
-    }
-
-    /// Hand every staged chunk to its task (waiting when a task's queue is full).
-    async fn dispatch(&mut self) -> Result<(), WorkerError> {
-        for (p, task) in self.tasks.iter_mut() {
-            if task.staged.is_empty() {
-                continue;
-            }
-            let chunk = std::mem::take(&mut task.staged);
-            task.dirty = true;
-            task.tx
-                .send(partition::Cmd::Msgs(chunk))
-                .await
-                .map_err(|_| WorkerError::TaskGone(*p))?;
-        }
-        self.staged = 0;
-        Ok(())
-    }
-
-    /// Collect every partition's epoch: all messages forwarded so far, and nothing after.
-    async fn barrier(&mut self) -> Result<Vec<partition::Epoch>, WorkerError> {
-        let mut waits = Vec::new();
-        for (p, task) in self.tasks.iter_mut().filter(|(_, t)| t.dirty) {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            task.tx
-                .send(partition::Cmd::Barrier(tx))
-                .await
-                .map_err(|_| WorkerError::TaskGone(*p))?;
-            task.dirty = false;
-            waits.push((*p, rx));
-        }
-        let mut epochs = Vec::with_capacity(waits.len());
-        for (p, rx) in waits {
-            let epoch = rx.await.map_err(|_| WorkerError::TaskGone(p))??;
-            self.open_runs.insert(p, epoch.open_runs);
-            epochs.push(epoch);
-        }
-        self.batch_msgs = 0;
-        self.deadline = None;
-        Ok(epochs)
-    }
-
-    async fn start_flush(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
-        let epochs = self.barrier().await?;
-        let f = self.flusher.clone();
-        let shutdown = shutdown.clone();
-        self.inflight = Some(tokio::spawn(
-            async move { f.flush(epochs, &shutdown).await },
-        ));
-        Ok(())
-    }
-
-    fn check(&mut self, r: Result<Result<(), WorkerError>, JoinError>) -> Result<(), WorkerError> {
-        r??;
-        self.counts.flushes += 1;
-        Ok(())
-    }
-
-    /// A finished flush: an abortable transaction error rewinds, anything else fatal ends us.
-    async fn settle(
-        &mut self,
-        r: Result<Result<(), WorkerError>, JoinError>,
-    ) -> Result<(), WorkerError> {
-        match self.check(r) {
-            Err(e) if needs_rewind(&e) => {
-                tracing::warn!(error = %e, "rewinding to the last commit");
-                self.rewind().await
-            }
-            other => other,
-        }
-    }
-
-    /// Flush and commit everything so far (waiting for the flush in flight first).
-    async fn flush_all(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
-        if let Some(h) = self.inflight.as_mut() {
-            let r = h.await;
-            self.inflight = None;
-            self.check(r)?;
-        }
-        if self.batch_msgs > 0 {
-            self.start_flush(shutdown).await?;
-            if let Some(h) = self.inflight.as_mut() {
-                let r = h.await;
-                self.inflight = None;
-                self.check(r)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// A cooperative revoke: flush and commit within `revoke_drain_ms`, then hand back.
-    async fn drain(
-        &mut self,
-        tpl: &TopicPartitionList,
-        shutdown: &CancellationToken,
-    ) -> Result<(), WorkerError> {
-        let drain_ms = self.flusher.worker.revoke_drain_ms;
-        let drained =
-            tokio::time::timeout(Duration::from_millis(drain_ms), self.flush_all(shutdown)).await;
-        match drained {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) if needs_rewind(&e) => {
-                tracing::warn!(error = %e, "rewinding to the last commit");
-                self.rewind().await?;
-            }
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {
-                // A half-done flush leaves deliveries untracked: start over from the last
-                // commit rather than commit past anything unacknowledged.
-                tracing::warn!(
-                    revoke_drain_ms = drain_ms,
-                    "revoked partitions not drained in time; their next owner redoes the \
-                     uncommitted batch"
-                );
-                self.rewind().await?;
-            }
-        }
-        for e in tpl.elements_for_topic(&self.flusher.kafka.topics.input) {
-            self.remove(e.partition());
-        }
-        if let Err(e) = self.flusher.consumer.incremental_unassign(tpl) {
-            tracing::warn!(error = %e, "handing back revoked partitions failed");
-        }
-        Ok(())
-    }
-
-    fn remove(&mut self, p: i32) {
-        if self.tasks.remove(&p).is_some() {
-            metrics::counter!("eddy_partitions_revoked_total").increment(1);
-        }
-        self.open_runs.remove(&p);
-    }
-
-    /// Throw away everything since the last commit and read it again. State comes back from
-    /// the changelog (read_committed, so it matches the committed offsets exactly).
-    async fn rewind(&mut self) -> Result<(), WorkerError> {
-        if let Some(h) = self.inflight.take() {
-            h.abort();
-        }
-        self.tasks.clear();
-        self.open_runs.clear();
-        self.batch_msgs = 0;
-        self.deadline = None;
-        self.counts.rewinds += 1;
-        // Waits for an aborted flush to let go of the emitter.
-        self.flusher.emitter.lock().await.abort_transaction()?;
-        let consumer = &self.flusher.consumer;
-        let committed = tokio::task::block_in_place(|| consumer.committed(Duration::from_secs(30)))
-            .map_err(WorkerError::Commit)?;
-        let mut seek = TopicPartitionList::new();
-        for e in committed.elements() {
-            let off = match e.offset() {
-                Offset::Offset(o) => Offset::Offset(o),
-                _ => Offset::Beginning,
-            };
-            seek.add_partition_offset(e.topic(), e.partition(), off)
-                .map_err(WorkerError::Commit)?;
-        }
-        if seek.count() > 0 {
-            consumer
-                .seek_partitions(seek, Duration::from_secs(30))
-                .map_err(WorkerError::Commit)?;
-        }
-        Ok(())
+    match stuck {
+        Some(why) => Err(WorkerError::Stuck(why)),
+        None => Ok(()),
     }
 }
 
@@ -583,12 +383,23 @@ struct Flusher {
 }
 
 impl Flusher {
-    /// One flush cycle on the real ClickHouse and Kafka (see `flush`).
+    /// One flush cycle on the real ClickHouse and Kafka (see `flush`). Returns the offsets it
+    /// made durable but could not commit (the group refused them), to carry into the next.
     async fn flush(
         &self,
         epochs: Vec<partition::Epoch>,
+        carry: Vec<(i32, i64)>,
         shutdown: &CancellationToken,
-    ) -> Result<(), WorkerError> {
+    ) -> Result<Vec<(i32, i64)>, WorkerError> {
+        let mut attempted: Vec<(i32, i64)> = epochs
+            .iter()
+            .filter_map(|e| e.next_offset.map(|n| (e.partition, n)))
+            .collect();
+        for c in &carry {
+            if !attempted.iter().any(|(p, _)| *p == c.0) {
+                attempted.push(*c);
+            }
+        }
         let mut emitter = self.emitter.lock().await;
         let mut kafka = seams::KafkaIo {
             emitter: &mut emitter,
@@ -601,13 +412,12 @@ impl Flusher {
             input_topic: &self.kafka.topics.input,
             health: &self.health,
             retry: flush::Retry::default(),
+            timeout: Duration::from_millis(self.worker.flush_timeout_ms),
+            carry: &carry,
         };
-        flush::flush(io, epochs, shutdown).await.map(drop)
+        match flush::flush(io, epochs, shutdown).await? {
+            flush::Committed::Refused => Ok(attempted),
+            flush::Committed::Offsets | flush::Committed::Transaction => Ok(Vec::new()),
+        }
     }
-}
-
-/// Whether a failed flush is survived by going back to the last commit: an abortable
-/// transaction error. Anything else ends the worker (its restart resumes from the last commit).
-fn needs_rewind(e: &WorkerError) -> bool {
-    matches!(e, WorkerError::Emit(EmitError::Abortable(_)))
 }

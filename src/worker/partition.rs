@@ -13,13 +13,9 @@ use crate::sink::rows::{push_output, RollupRow, Source};
 use crate::sink::{Batch, StepRow};
 use crate::source::restore::restore_with;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
-
-/// How many chunks may wait for a partition task: enough to keep its core busy while the
-/// coordinator polls, small enough that a barrier (which queues behind them) stays quick.
-pub const QUEUE: usize = 8;
 
 /// Totals across partitions, for the progress line and the final summary.
 #[derive(Default)]
@@ -71,7 +67,6 @@ pub struct Epoch<O = Outbox> {
     /// Encoded at the barrier, so they describe the state exactly at `next_offset`.
     pub changelog: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     pub outbox: O,
-    pub open_runs: usize,
 }
 
 /// What every partition task shares.
@@ -85,24 +80,66 @@ pub struct Shared {
 
 /// A running partition task, as the coordinator sees it.
 pub struct Handle {
-    pub tx: mpsc::Sender<Cmd>,
+    /// Unbounded, so that handing over a chunk or a barrier never makes the coordinator wait
+    /// (it must keep polling the consumer). What is in flight is bounded by the batch size
+    /// instead: the coordinator pauses the input when a batch is full.
+    pub tx: mpsc::UnboundedSender<Cmd>,
     pub join: tokio::task::JoinHandle<()>,
     /// Messages were forwarded since the last barrier.
     pub dirty: bool,
     /// The next chunk, filled by the coordinator.
     pub staged: Vec<Raw>,
+    status: Arc<Status>,
+}
+
+/// What the coordinator can read of a task without asking it.
+struct Status {
+    /// `RESTORING`, `RESTORED` or `FAILED`.
+    restore: AtomicU8,
+    open_runs: AtomicUsize,
+}
+
+const RESTORING: u8 = 0;
+const RESTORED: u8 = 1;
+const FAILED: u8 = 2;
+
+impl Default for Status {
+    fn default() -> Self {
+        Self {
+            restore: AtomicU8::new(RESTORING),
+            open_runs: AtomicUsize::new(0),
+        }
+    }
 }
 
 impl Handle {
+    /// Start the task; it restores the partition's state from the changelog at once.
     pub fn spawn(sh: Arc<Shared>, partition: i32, emitter: Emitter) -> Self {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let join = tokio::spawn(run(sh, partition, emitter, rx));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let status = Arc::new(Status::default());
+        let join = tokio::spawn(run(sh, partition, emitter, rx, status.clone()));
         Self {
             tx,
             join,
             dirty: false,
             staged: Vec::new(),
+            status,
         }
+    }
+
+    /// Its state is restored and it applies messages.
+    pub fn restored(&self) -> bool {
+        self.status.restore.load(Ordering::Relaxed) == RESTORED
+    }
+
+    /// The restore failed: the error waits for the next barrier.
+    pub fn failed(&self) -> bool {
+        self.status.restore.load(Ordering::Relaxed) == FAILED
+    }
+
+    /// Open runs as of the last chunk applied.
+    pub fn open_runs(&self) -> usize {
+        self.status.open_runs.load(Ordering::Relaxed)
     }
 }
 
@@ -131,11 +168,24 @@ struct Task {
     run_offsets_max: i64,
 }
 
-async fn run(sh: Arc<Shared>, partition: i32, emitter: Emitter, mut rx: mpsc::Receiver<Cmd>) {
-    // Restore before the first message; messages wait in the queue (back-pressure) meanwhile.
+async fn run(
+    sh: Arc<Shared>,
+    partition: i32,
+    emitter: Emitter,
+    mut rx: mpsc::UnboundedReceiver<Cmd>,
+    status: Arc<Status>,
+) {
+    // Restore before the first message; messages wait in the queue meanwhile.
     let mut task = match Task::restore(sh, partition, emitter).await {
-        Ok(t) => t,
+        Ok(t) => {
+            status
+                .open_runs
+                .store(t.engine.open_runs(), Ordering::Relaxed);
+            status.restore.store(RESTORED, Ordering::Relaxed);
+            t
+        }
         Err(e) => {
+            status.restore.store(FAILED, Ordering::Relaxed);
             // Reported at the next barrier, which ends the worker. Only a barrier takes the
             // error: messages queued before it must not consume it, or the barrier's reply is
             // dropped and the worker ends with "task stopped unexpectedly" instead of the cause.
@@ -157,6 +207,9 @@ async fn run(sh: Arc<Shared>, partition: i32, emitter: Emitter, mut rx: mpsc::Re
                 if let Err(e) = task.apply_chunk(chunk) {
                     failed = Some(e);
                 }
+                status
+                    .open_runs
+                    .store(task.engine.open_runs(), Ordering::Relaxed);
             }
             Cmd::Msgs(_) => {}
             Cmd::Barrier(reply) => {
@@ -239,6 +292,12 @@ impl Task {
         let offset = m.offset;
         if offset < self.skip_below {
             bump(&counters.skipped_restored);
+            // The last message the restored state already covers: commit up to it (the meta
+            // record then written says what the restored one said), so a partition whose
+            // previous owner could not commit does not keep that lag until its next message.
+            if offset + 1 == self.skip_below {
+                self.next_offset = Some(self.skip_below);
+            }
             return Ok(false);
         }
         let src = Source {
@@ -322,7 +381,6 @@ impl Task {
             batch: std::mem::take(&mut self.batch),
             changelog,
             outbox: self.emitter.take_outbox(),
-            open_runs: self.engine.open_runs(),
         }
     }
 }

@@ -4,13 +4,15 @@
 //!
 //! These are per-flush calls, not per-message ones: the partition tasks' hot path keeps calling
 //! the concrete `Emitter` directly.
-use crate::emit::{EmitError, Emitter, Outbox};
+use crate::emit::{blocking, EmitError, Emitter, Outbox};
 use crate::sink::{Batch, ClickHouseSink, SinkError};
 use crate::source::Input;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::TopicPartitionList;
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Step 1: a flush's rows, into ClickHouse. Inserting the same rows again is harmless (every
 /// table is a `ReplacingMergeTree` keyed by row identity), which is what makes retrying safe.
@@ -29,8 +31,12 @@ pub(crate) trait OutputSink {
     fn absorb(&mut self, outbox: Self::Outbox) -> Result<(), EmitError>;
     /// exactly_once: everything sent since the last commit is one transaction.
     fn is_transactional(&self) -> bool;
-    /// Wait until the broker acknowledged every output and dead letter sent so far.
-    fn outputs_acknowledged(&mut self) -> impl Future<Output = Result<(), EmitError>> + Send;
+    /// Wait until the broker acknowledged every output and dead letter sent so far, for at
+    /// most `deadline` (then `EmitError::Timeout`).
+    fn outputs_acknowledged(
+        &mut self,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<(), EmitError>> + Send;
 }
 
 /// Step 3: the state changelog, co-partitioned with the input.
@@ -41,17 +47,30 @@ pub(crate) trait ChangelogSink {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<(), EmitError>;
-    /// Wait until the broker acknowledged every changelog record sent so far.
-    fn changelog_acknowledged(&mut self) -> impl Future<Output = Result<(), EmitError>> + Send;
+    /// Wait until the broker acknowledged every changelog record sent so far, for at most
+    /// `deadline` (then `EmitError::Timeout`).
+    fn changelog_acknowledged(
+        &mut self,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<(), EmitError>> + Send;
 }
 
 /// Step 4: the input offsets.
 pub(crate) trait OffsetCommitter {
-    /// at_least_once: the group's synchronous offset commit.
-    fn commit_offsets(&mut self, offsets: &TopicPartitionList) -> Result<(), KafkaError>;
+    /// at_least_once: the group's offset commit, answered within `deadline` (else an
+    /// `OperationTimedOut` commit error).
+    fn commit_offsets(
+        &mut self,
+        offsets: &TopicPartitionList,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<(), KafkaError>> + Send;
     /// exactly_once: the offsets join the open transaction, which then commits with everything
-    /// sent in it (KIP-447).
-    fn commit_transaction(&mut self, offsets: &TopicPartitionList) -> Result<(), EmitError>;
+    /// sent in it (KIP-447); each call waits at most `deadline`.
+    fn commit_transaction(
+        &mut self,
+        offsets: &TopicPartitionList,
+        deadline: Duration,
+    ) -> Result<(), EmitError>;
 }
 
 impl RowSink for ClickHouseSink {
@@ -64,8 +83,13 @@ impl RowSink for ClickHouseSink {
 /// changelog and (exactly_once) the transaction; the consumer owns the group's offsets.
 pub(crate) struct KafkaIo<'a> {
     pub emitter: &'a mut Emitter,
-    pub consumer: &'a Input,
+    pub consumer: &'a Arc<Input>,
     pub changelog_topic: &'a str,
+}
+
+/// What an offset commit that got no answer in time turns into.
+pub(crate) fn commit_timed_out() -> KafkaError {
+    KafkaError::ConsumerCommit(rdkafka::error::RDKafkaErrorCode::OperationTimedOut)
 }
 
 impl OutputSink for KafkaIo<'_> {
@@ -79,8 +103,8 @@ impl OutputSink for KafkaIo<'_> {
         self.emitter.is_transactional()
     }
 
-    async fn outputs_acknowledged(&mut self) -> Result<(), EmitError> {
-        self.emitter.flush().await.map(drop)
+    async fn outputs_acknowledged(&mut self, deadline: Duration) -> Result<(), EmitError> {
+        self.emitter.acknowledged(deadline).await.map(drop)
     }
 }
 
@@ -95,19 +119,39 @@ impl ChangelogSink for KafkaIo<'_> {
             .send_changelog(self.changelog_topic, partition, key, value)
     }
 
-    async fn changelog_acknowledged(&mut self) -> Result<(), EmitError> {
-        self.emitter.flush().await.map(drop)
+    async fn changelog_acknowledged(&mut self, deadline: Duration) -> Result<(), EmitError> {
+        self.emitter.acknowledged(deadline).await.map(drop)
     }
 }
 
 impl OffsetCommitter for KafkaIo<'_> {
-    fn commit_offsets(&mut self, offsets: &TopicPartitionList) -> Result<(), KafkaError> {
-        let consumer = self.consumer;
-        tokio::task::block_in_place(|| consumer.commit(offsets, CommitMode::Sync))
+    /// librdkafka's synchronous commit waits for the group coordinator's answer without any
+    /// time limit, and the coordinator answers a commit only after the requests before it on
+    /// the same connection: a JoinGroup that the broker parks for a whole rebalance (up to
+    /// `max.poll.interval.ms`) holds the commit that long. So the commit waits on a blocking
+    /// thread of its own, and the flush waits for it only until its deadline. (Its asynchronous
+    /// form reports its result only to a C callback that rdkafka does not set.) A commit left
+    /// behind finishes when the coordinator answers; the next commit covers its partitions.
+    async fn commit_offsets(
+        &mut self,
+        offsets: &TopicPartitionList,
+        deadline: Duration,
+    ) -> Result<(), KafkaError> {
+        let (consumer, offsets) = (self.consumer.clone(), offsets.clone());
+        let commit =
+            tokio::task::spawn_blocking(move || consumer.commit(&offsets, CommitMode::Sync));
+        match tokio::time::timeout(deadline, commit).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) | Err(_) => Err(commit_timed_out()),
+        }
     }
 
-    fn commit_transaction(&mut self, offsets: &TopicPartitionList) -> Result<(), EmitError> {
-        let (emitter, consumer) = (&mut *self.emitter, self.consumer);
-        tokio::task::block_in_place(|| emitter.commit_transaction(offsets, consumer))
+    fn commit_transaction(
+        &mut self,
+        offsets: &TopicPartitionList,
+        deadline: Duration,
+    ) -> Result<(), EmitError> {
+        let (emitter, consumer) = (&mut *self.emitter, &**self.consumer);
+        blocking(|| emitter.commit_transaction(offsets, consumer, deadline))
     }
 }

@@ -4,7 +4,10 @@
 //! which `scripts/test` and `.ci/run` call). Without them, and with a Docker engine answering,
 //! testcontainers starts both. Otherwise the test fails with instructions: never a silent skip.
 #![allow(dead_code)]
+pub mod bridge;
+pub mod fleet;
 pub mod python_agent;
+pub mod receiver;
 use eddy::config::Config;
 use eddy::contract::OutputEvent;
 use rdkafka::config::ClientConfig;
@@ -23,6 +26,18 @@ pub struct Endpoints {
     pub clickhouse: String,
     _kafka: Option<ContainerAsync<testcontainers_modules::kafka::apache::Kafka>>,
     _clickhouse: Option<ContainerAsync<testcontainers_modules::clickhouse::ClickHouse>>,
+}
+
+impl Endpoints {
+    /// Servers the caller started itself (the soak's private stack).
+    pub fn given(kafka: &str, clickhouse: &str) -> Self {
+        Self {
+            kafka: kafka.into(),
+            clickhouse: clickhouse.into(),
+            _kafka: None,
+            _clickhouse: None,
+        }
+    }
 }
 
 pub async fn endpoints() -> Endpoints {

@@ -31,21 +31,27 @@ pub struct Agent {
 
 impl Agent {
     pub fn spawn(cfg: &Config, scenario: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new("python3")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/agent_python.py"
-            ))
-            .args(["--brokers", &cfg.kafka.brokers])
-            .args(["--steps-topic", &cfg.kafka.topics.input])
-            .args(["--signals-topic", &cfg.kafka.topics.output])
-            .args(["--scenario", scenario])
-            .args(extra)
+        let mut cmd = Command::new("python3");
+        cmd.arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/agent_python.py"
+        ))
+        .args(["--brokers", &cfg.kafka.brokers])
+        .args(["--steps-topic", &cfg.kafka.topics.input])
+        .args(["--signals-topic", &cfg.kafka.topics.output])
+        .args(["--scenario", scenario])
+        .args(extra);
+        Self::spawn_command(cmd)
+    }
+
+    /// Any script that prints JSON lines and reads the test's lines on stdin.
+    pub fn spawn_command(mut cmd: Command) -> Self {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("run python3 tests/agent_python.py");
+            .expect("run a python3 agent script");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = channel();
         std::thread::spawn(move || {

@@ -1,5 +1,8 @@
-//! Scoring harness shared by the labeled-corpus tests (`engine_eval`, `engine_heldout`): each
-//! sets its own floors (and explains them) and adds its own checks on the returned report.
+//! Scoring harness shared by the labeled-corpus tests (`engine_eval`, `engine_heldout`,
+//! `engine_kinds`): each sets its own floors (and explains them) and adds its own checks on the
+//! returned report.
+// Each test crate that includes this module uses a part of it.
+#![allow(dead_code)]
 use eddy::engine::EngineConfig;
 use eddy::eval::{evaluate, EvalReport};
 use std::path::Path;
@@ -61,4 +64,27 @@ pub fn score(corpus: &str, floors: &Floors) -> (EvalReport, String) {
         );
     }
     (report, text)
+}
+
+/// Issue 41's targets for the verdict that halts an agent: every loop caught (at alert) is also
+/// stopped, no healthy run is, and per loop kind the stop comes a median of at most 2 steps and
+/// a 90th percentile of at most 4 after the labeled onset, paraphrases (`near_duplicate`, whose
+/// evidence is lexical) aside.
+pub fn assert_stop_follows_the_evidence(report: &EvalReport, text: &str) {
+    assert_eq!(
+        report.stopped.tp, report.pooled.tp,
+        "loops caught but not stopped\n{text}"
+    );
+    assert_eq!(report.stopped.fp, 0, "healthy runs stopped\n{text}");
+    for (kind, r) in &report.kinds {
+        if kind == "near_duplicate" {
+            continue;
+        }
+        if let Some((median, p90)) = r.stop_steps() {
+            assert!(
+                median <= 2 && p90 <= 4,
+                "{kind}: stop {median} (p90 {p90}) steps after the onset\n{text}"
+            );
+        }
+    }
 }

@@ -54,7 +54,9 @@ def test_stuck_episode_is_truncated_before_its_next_step(emitter):
     assert len(steps) == 6
     assert all(s["tool_name"] == "env.step" and s["tool_input"] == {"action": 0} for s in steps)
     assert all(s["tool_output"] == {"obs": 0, "reward": 0.0} for s in steps)
-    assert (evs[-1]["kind"], evs[-1]["termination_reason"]) == ("run_finished", "loop_detected")
+    # Ended as every hook ends a stopped run.
+    assert (evs[-1]["kind"], evs[-1]["status"], evs[-1]["termination_reason"]) == (
+        "run_finished", "failed", "loop_detected")
 
 
 def test_healthy_episode_reaches_the_goal_as_one_clean_run(emitter):

@@ -23,6 +23,9 @@ struct ThoughtDef {
     /// Records written before monologues were judged hold none (their streaks start over).
     #[serde(default)]
     flags: u8,
+    /// Records written before restated plans were judged hold none (no target).
+    #[serde(default)]
+    target: u8,
 }
 
 fn saturating_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
@@ -38,6 +41,7 @@ impl Serialize for Thought {
             &self.rich,
             &self.novel_at,
             &self.flags,
+            &self.target,
         )
             .serialize(s)
     }

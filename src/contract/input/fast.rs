@@ -101,6 +101,7 @@ pub(super) fn decode_fast(text: &str) -> Option<Event> {
             agent: opt_id(string(scan::AGENT)?, "agent").ok()?,
             caller: opt_id(string(scan::CALLER)?, "caller").ok()?,
             metadata: json_text(scan::METADATA)?,
+            signal_event_id: opt_id(string(scan::SIGNAL_EVENT_ID)?, "signal_event_id").ok()?,
         }),
         "run_finished" => {
             let status = match string(scan::STATUS)??.as_str() {

@@ -35,7 +35,7 @@ pub(super) use serde_path::STRING_FIELDS;
 pub use ts::{format_ts, parse_ts};
 pub use types::{
     Event, JsonText, ReportedTotals, RunFinished, RunKey, RunStarted, RunStatus, Step,
-    TerminationReason,
+    TerminationReason, STEER_STEP_TYPE,
 };
 
 /// The checks the worker applies before [`decode`]: a payload must be present, at most

@@ -59,6 +59,7 @@ pub(in crate::contract) const STRING_FIELDS: &[&str] = &[
     "status",
     "termination_reason",
     "output",
+    "signal_event_id",
 ];
 
 fn wrong_type_field(bytes: &[u8]) -> &'static str {
@@ -109,6 +110,7 @@ struct Wire<'a> {
     tokens_in_context: Option<&'a RawValue>,
     agent: Option<String>,
     caller: Option<String>,
+    signal_event_id: Option<String>,
     status: Option<String>,
     termination_reason: Option<String>,
     output: Option<String>,
@@ -208,6 +210,7 @@ pub(super) fn decode_serde(bytes: &[u8], text: &str) -> Result<Event, DecodeErro
                 agent: opt_id(wire.agent, "agent")?,
                 caller: opt_id(wire.caller, "caller")?,
                 metadata: wire.metadata.map(JsonText::from),
+                signal_event_id: opt_id(wire.signal_event_id, "signal_event_id")?,
             }))
         }
         "run_finished" => {

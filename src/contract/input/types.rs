@@ -95,6 +95,19 @@ pub struct Step {
     pub agent: Option<String>,
     pub caller: Option<String>,
     pub metadata: Option<JsonText>,
+    /// On a `steer` step: the `event_id` of the signal the guard steered on.
+    pub signal_event_id: Option<String>,
+}
+
+/// The `step_type` of a guard's report that it steered the agent (handed it a signal's
+/// `advice`). Such a step is the guard's, not the agent's: detectors never see it.
+pub const STEER_STEP_TYPE: &str = "steer";
+
+impl Step {
+    /// A guard's report that it steered the agent ([`STEER_STEP_TYPE`]).
+    pub fn is_steer(&self) -> bool {
+        self.step_type == STEER_STEP_TYPE
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]

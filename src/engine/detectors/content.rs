@@ -12,7 +12,14 @@
 //!   between, each after the first saying nothing new: empty of content (an announcement of
 //!   what the agent is about to do, which it then does not do) or like an earlier one of the
 //!   streak. A multi-part answer, whose parts each bring new text, stays quiet; thoughts
-//!   (reasoning steps) neither count nor break a streak.
+//!   (reasoning steps) neither count nor break a streak;
+//! * a plan restated: reasoning steps back to back, with no tool call, input or message in
+//!   between, two or more of them restating an earlier one of the streak: sharing its content
+//!   words in another sentence frame (the same plan in other words: reasoning
+//!   models that plan in their thinking and never act, opencode#15271). A chain of reasoning
+//!   whose steps each bring new words stays quiet, and so do a template filled in with new
+//!   words each time (`Step 12: checking ...`), which is a log, not a restatement, and steps
+//!   that each name a new file or identifier to work on.
 use super::{hex64, push_bounded, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
 use crate::engine::text::{
@@ -48,6 +55,12 @@ pub struct ContentConfig {
     pub monologue_similarity: f64,
     /// An announcement ("let me check the logs") of at most this many words says nothing new.
     pub monologue_announcement_words: usize,
+    /// Reasoning steps of a streak that state one plan: the first, and those restating it.
+    pub restated_plan: Levels,
+    /// A reasoning step of the streak restates an earlier one at this MinHash similarity of
+    /// their content words and word pairs: a restatement in other words keeps the plan's
+    /// nouns, and shares far more than the steps of a reasoning chain do.
+    pub restated_plan_similarity: f64,
 }
 
 impl Default for ContentConfig {
@@ -55,18 +68,20 @@ impl Default for ContentConfig {
         Self {
             enabled: true,
             window: 10,
-            repeat: Levels::new(2, 3, 6),
+            repeat: Levels::new(2, 3, 3),
             similarity: 0.7,
-            empty: Levels::new(0, 3, 6),
+            empty: Levels::new(0, 3, 3),
             chant_chunk: 50,
             chant_min_chars: 250,
             chant_repeated_share: 0.6,
             chant_min_repeats: 5,
-            chant_stop_share: 0.8,
-            chant_stop_repeats: 10,
-            monologue: Levels::new(0, 3, 5),
+            chant_stop_share: 0.6,
+            chant_stop_repeats: 5,
+            monologue: Levels::new(0, 3, 3),
             monologue_similarity: 0.4,
             monologue_announcement_words: 30,
+            restated_plan: Levels::new(0, 3, 4),
+            restated_plan_similarity: 0.15,
         }
     }
 }
@@ -83,9 +98,13 @@ pub(crate) struct Thought {
     /// thought takes 56 bytes, not 64: runs do not reach four billion novel outputs, and one
     /// that did would only stop matching thoughts as repeats (see [`same_info`]).
     pub(crate) novel_at: u32,
-    /// [`ANSWERED`], [`MESSAGE`], [`IDLE`]; records written before monologues were judged
-    /// hold none (their streaks start over).
+    /// [`ANSWERED`], [`MESSAGE`], [`IDLE`] in the low four bits, the
+    /// [`skeleton`] of a reasoning step in the high four; records written before monologues
+    /// were judged hold none (their streaks start over).
     pub(crate) flags: u8,
+    /// The [`target`] a reasoning step names, 0 for none (and in records written before plans
+    /// were judged). In what was padding: a thought still takes 56 bytes.
+    pub(crate) target: u8,
 }
 
 /// A tool call or new input (a user step, a handoff) came after this step: a monologue streak
@@ -95,6 +114,67 @@ const ANSWERED: u8 = 1;
 const MESSAGE: u8 = 2;
 /// A message that said nothing new in its streak.
 const IDLE: u8 = 4;
+/// What a reasoning step names last that a restatement of a plan would name again: its last
+/// path or code identifier (`app/replica/invoice_load.py`, `ledger.Close`, `FEATURE_FLAG_V2`),
+/// in eight bits, 0 for none. A step naming a new target moves the work on, whatever words it
+/// shares with the plan.
+fn target(norm: &str) -> u8 {
+    let b = norm.as_bytes();
+    let mut last = None;
+    // Identifiers join words with `/`, `_` or `.`; most steps have only sentence ends.
+    for at in memchr::memchr3_iter(b'/', b'_', b'.', b) {
+        let before = at > 0 && b[at - 1].is_ascii_alphanumeric();
+        let after = b.get(at + 1).is_some_and(u8::is_ascii_alphanumeric);
+        // `a.b`, `a/b`, `a_`, `_b`, `/b`: a sentence's `end. Next` is none.
+        if !(after && (before || b[at] != b'.')) && !(before && b[at] != b'.') {
+            continue;
+        }
+        let start = b[..at]
+            .iter()
+            .rposition(u8::is_ascii_whitespace)
+            .map_or(0, |i| i + 1);
+        let end = b[at..]
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .map_or(b.len(), |i| at + i);
+        if b[start..end].iter().any(u8::is_ascii_alphabetic) {
+            last = Some(&norm[start..end]);
+        }
+    }
+    last.map_or(0, |w| {
+        let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+        (fnv64(w.as_bytes()) as u8).max(1)
+    })
+}
+
+/// Where [`skeleton`] is kept in [`Thought::flags`].
+const SKELETON_SHIFT: u8 = 4;
+
+/// The sentence frame of a reasoning step, in four bits: its first and last words, with words
+/// that name something (digits, paths, identifiers) masked. A template filled in with new
+/// words (`Step 12: checking the cache before the change.`) keeps its frame; a restatement in
+/// other words rarely does (1 in 16 by chance, which only hides that restatement).
+fn skeleton(norm: &str) -> u8 {
+    fn mask(w: &str) -> &str {
+        if w.bytes()
+            .any(|b| b.is_ascii_digit() || matches!(b, b'/' | b'.' | b'_'))
+        {
+            "*"
+        } else {
+            w
+        }
+    }
+    let mut toks = norm
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|w| !w.is_empty());
+    let first = mask(toks.next().unwrap_or_default());
+    let last = mask(toks.next_back().unwrap_or_default());
+    // FNV, not SHA-256: four bits of two words, for every reasoning step.
+    let mut h = fnv64(first.as_bytes());
+    h ^= fnv64(last.as_bytes()).rotate_left(17);
+    (h & 0xf) as u8
+}
 
 /// Whether a thought was seen at information count `info`; never past 32 bits.
 pub(crate) fn same_info(t: &Thought, info: u64) -> bool {
@@ -149,6 +229,7 @@ const RICH_FEATURES: usize = 5;
 static EMPTY_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.empty", &[]));
 static REPEAT_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.repeat", &[]));
 static MONOLOGUE_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.monologue", &[]));
+static PLAN_KEY: LazyLock<u64> = LazyLock::new(|| key64("content.restated_plan", &[]));
 
 /// What a step without a tool is, read from its free-form `step_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -291,6 +372,7 @@ impl ContentState {
                 Said::Input => ANSWERED,
                 Said::Thought => 0,
             },
+            target: 0,
         };
         let like = |t: &Thought| {
             t.key == cur.key
@@ -326,8 +408,14 @@ impl ContentState {
                 serde_json::json!({"rule": "repeated_message"}),
             ));
         }
-        if kind == Said::Message {
-            self.monologue(cfg, &mut cur, &norm, out);
+        match kind {
+            Said::Message => self.monologue(cfg, &mut cur, &norm, out),
+            Said::Thought => {
+                cur.flags |= skeleton(&norm) << SKELETON_SHIFT;
+                cur.target = target(&norm);
+                self.restated_plan(cfg, &cur, out)
+            }
+            Said::Input => {}
         }
         push_bounded(&mut self.thoughts, cur, cfg.window.max(1));
     }
@@ -341,6 +429,72 @@ impl ContentState {
     fn answered(&mut self) {
         if let Some(t) = self.thoughts.back_mut() {
             t.flags |= ANSWERED;
+        }
+    }
+
+    /// Judges the streak of reasoning steps that `cur` (a thought, not yet in the window)
+    /// extends: the thoughts since the newest tool call, input or message.
+    fn restated_plan(&mut self, cfg: &ContentConfig, cur: &Thought, out: &mut Vec<Finding>) {
+        // Newest first.
+        let streak: Vec<&Thought> = self
+            .thoughts
+            .iter()
+            .rev()
+            .take_while(|t| t.flags & (ANSWERED | MESSAGE) == 0)
+            .collect();
+        // The same text again, or the same content words in another sentence frame, naming no
+        // new target.
+        let frame = |t: &Thought| t.flags >> SKELETON_SHIFT;
+        let restates = |a: &Thought, t: &Thought| {
+            a.key == t.key
+                || (a.rich
+                    && t.rich
+                    && frame(a) != frame(t)
+                    && (t.target == 0 || t.target == a.target)
+                    && similarity(&a.sig, &t.sig) >= cfg.restated_plan_similarity)
+        };
+        // The plan is what one step of the streak said, and its statements that step and the
+        // later ones restating it: a chain of thought whose steps each pick up the previous one
+        // moves on from what it started with. Only a new restatement (this step) raises a level.
+        let mut steps: Vec<u64> = Vec::new();
+        for (i, a) in streak.iter().enumerate() {
+            if !restates(a, cur) {
+                continue;
+            }
+            let mut plan: Vec<u64> = vec![a.step];
+            plan.extend(
+                streak[..i]
+                    .iter()
+                    .rev()
+                    .filter(|t| restates(a, t))
+                    .map(|t| t.step),
+            );
+            plan.push(cur.step);
+            if plan.len() > steps.len() {
+                steps = plan;
+            }
+        }
+        let key = *PLAN_KEY;
+        if steps.is_empty() {
+            if streak.is_empty() {
+                // A new streak: what the previous one reported is over.
+                self.latch.rearm(key);
+            }
+            return;
+        }
+        let n = steps.len() as u32;
+        let level = (n >= cfg.restated_plan.floor())
+            .then(|| cfg.restated_plan.level(n))
+            .flatten();
+        if let Some(sev) = self.latch.rise(key, level) {
+            out.push(finding(
+                "monologue: reasoning steps restating one plan with no tool call",
+                sev,
+                key,
+                n,
+                steps,
+                serde_json::json!({"rule": "restated_plan"}),
+            ));
         }
     }
 

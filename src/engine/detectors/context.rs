@@ -43,7 +43,7 @@ impl Default for ContextConfig {
             max_distinct_outputs: 2,
             stale_steps: 4,
             stale_growth: 16_000,
-            compactions: Levels::new(2, 3, 5),
+            compactions: Levels::new(2, 3, 3),
         }
     }
 }
@@ -144,21 +144,31 @@ const RATE: u64 = 2;
 const STALE: u64 = 3;
 const COMPACT: u64 = 4;
 
-/// Words of a failure or step text that say the context window overflowed.
+/// Words of a failure or step text that say the context window overflowed: OpenAI's
+/// `context_length_exceeded` ("This model's maximum context length is ..."), Anthropic's
+/// "prompt is too long: N tokens > M maximum", Gemini's "The input token count (N) exceeds the
+/// maximum number of tokens allowed (M)", Bedrock's "Input is too long for requested model".
+/// A rate limit on tokens per minute ("Request too large ... tokens per min") is not one.
 const OVERFLOW: &[&str] = &[
     "context length",
     "context_length_exceeded",
     "context window",
+    "context_window_exceeded",
     "maximum context",
     "prompt is too long",
     "too many tokens",
     "input is too long",
+    "input token count",
+    "maximum number of tokens allowed",
 ];
 
-/// A compaction (condensation) step, or a context-window overflow.
+/// A compaction (condensation) step or tool, or a context-window overflow.
 fn context_event(v: &StepView<'_>) -> bool {
     let t = v.step.step_type.as_str();
     if contains_ci(t, "compact") || contains_ci(t, "condens") {
+        return true;
+    }
+    if v.failure.is_none() && v.condenses {
         return true;
     }
     let text = match (&v.failure, v.tool) {
@@ -173,15 +183,17 @@ fn context_event(v: &StepView<'_>) -> bool {
 }
 
 impl ContextState {
-    /// `novelty` counts what the run has seen that was new: (tool outputs and actions,
-    /// messages). Compactions are judged by the first alone: a compaction summary is a new
-    /// message every time, and says nothing new.
+    /// `novelty` counts what the run has seen that was new: (tool outputs and actions before
+    /// this step, the same after it, messages). Compactions are judged by the tools alone: a
+    /// compaction summary is a new message every time, and says nothing new; nor does the new
+    /// token count in an overflow error, or a condensing tool's new summary, so each context
+    /// event is compared with what came before it.
     pub fn on_step(
         &mut self,
         cfg: &ContextConfig,
         v: &StepView<'_>,
         hist: &mut History,
-        (tools, messages): (u64, u64),
+        (tools_before, tools, messages): (u64, u64, u64),
         out: &mut Vec<Finding>,
     ) {
         if !cfg.enabled {
@@ -193,7 +205,7 @@ impl ContextState {
         }
         let step = v.step.step_index;
         if context_event(v) {
-            self.compaction(cfg, step, tools, out);
+            self.compaction(cfg, step, (tools_before, tools), out);
         }
         let Some(tokens) = v.step.tokens_in_context else {
             return;
@@ -255,13 +267,20 @@ impl ContextState {
 }
 
 impl ContextState {
-    fn compaction(&mut self, cfg: &ContextConfig, step: u64, novelty: u64, out: &mut Vec<Finding>) {
+    /// `(before, after)`: the run's tool novelty before and after this step.
+    fn compaction(
+        &mut self,
+        cfg: &ContextConfig,
+        step: u64,
+        (before, after): (u64, u64),
+        out: &mut Vec<Finding>,
+    ) {
         let st = &mut self.stale;
-        if st.compactions == 0 || st.compaction_mark != low16(novelty) {
+        if st.compactions == 0 || st.compaction_mark != low16(before) {
             st.compactions = 0;
         }
         st.compactions = st.compactions.saturating_add(1);
-        st.compaction_mark = low16(novelty);
+        st.compaction_mark = low16(after);
         let n = u32::from(st.compactions);
         let level = (n >= cfg.compactions.floor())
             .then(|| cfg.compactions.level(n))

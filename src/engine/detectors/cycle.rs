@@ -5,8 +5,9 @@
 //!
 //! Short blocks (up to `short_len` actions, the ping-pong and A→B→C shapes) are judged by the
 //! legs repeated, not by whole rounds: two rounds warn, the first leg of a third round with
-//! the same output alerts, and three full rounds stop (OpenHands' alternating pattern: three
-//! rounds of A→B with identical observations is stuck).
+//! the same output alerts, and the next leg with the same output stops (for a ping-pong that
+//! is three full rounds: OpenHands' alternating pattern, three rounds of A→B with identical
+//! observations, is stuck).
 use super::history::{self, History, CYCLE};
 use super::{hex64, Finding, Latch, Levels, StepView};
 use crate::engine::text::key64;
@@ -26,7 +27,7 @@ pub struct CycleConfig {
     /// Blocks of at most this many actions (not repeatable) use `short_legs`. 0 disables.
     pub short_len: usize,
     /// For short blocks of `p` actions, in legs repeated beyond the first round, as multiples
-    /// of `p` plus an offset: warn at `p` (two rounds), alert at `p + 1`, stop at `2p`.
+    /// of `p` plus an offset: warn at `p` (two rounds), alert at `p + 1`, stop at `p + 2`.
     pub short_legs: ShortLegs,
 }
 
@@ -52,7 +53,7 @@ impl Default for ShortLegs {
         Self {
             warn: LegCount { rounds: 1, legs: 0 },
             alert: LegCount { rounds: 1, legs: 1 },
-            stop: LegCount { rounds: 2, legs: 0 },
+            stop: LegCount { rounds: 1, legs: 2 },
         }
     }
 }
@@ -70,8 +71,8 @@ impl Default for CycleConfig {
         Self {
             enabled: true,
             max_len: 6,
-            normal: Levels::new(2, 3, 5),
-            repeatable: Levels::new(6, 10, 20),
+            normal: Levels::new(2, 3, 4),
+            repeatable: Levels::new(6, 10, 11),
             short_len: 8,
             short_legs: ShortLegs::default(),
         }

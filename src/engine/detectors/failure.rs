@@ -2,14 +2,21 @@
 //! tokens of the error fields, never raw substrings.
 //!
 //! * permanent (auth, permission, not found, invalid/schema, unknown tool): the 2nd identical
-//!   failure of the same call alerts (LoopGuard: attempts=2; retrying cannot help);
+//!   failure of the same call (LoopGuard: attempts=2; retrying cannot help) stops at once when
+//!   nothing new happened between the two (the same request, the same refusal), and alerts
+//!   otherwise (the agent did something in between, which may have been meant to fix it), then
+//!   stops at the 3rd;
 //! * retryable (429, timeout, 5xx, temporarily unavailable): only when retries stop making
 //!   progress: 6 identical failures in a row alert, i.e. beyond the common 5-attempt retry
-//!   budget; a success, a different error or other new work in between starts over;
+//!   budget, and the 7th stops; a success, a different error or other new work in between
+//!   starts over;
 //! * recoverable (re-read then retry an edit): the 3rd identical failure alerts, since a healthy
-//!   agent changes its edit after re-reading;
-//! * other failures: the 3rd identical failure with no new work in between alerts;
-//! * the same error with varying arguments (goose REP-002) trips too.
+//!   agent changes its edit after re-reading, and the 4th stops;
+//! * other failures: the 3rd identical failure with no new work in between stops (the same
+//!   call failed the same way three times and nothing happened in between);
+//! * the same error with varying arguments (goose REP-002) alerts, and stops at the next one;
+//!   a refusal (denied, invalid) counts as the same when only what it names differs, and
+//!   "not found" for different arguments never counts (lookups of things that do not exist).
 use super::{hex64, FailClass, Finding, Latch, Levels, Progress, StepView, VecMap};
 use crate::engine::text::key64;
 use serde::{Deserialize, Serialize};
@@ -20,6 +27,8 @@ use std::collections::VecDeque;
 pub struct FailureConfig {
     pub enabled: bool,
     pub permanent: Levels,
+    /// Permanent failures of the same call with nothing new since the previous one.
+    pub permanent_unchanged: Levels,
     pub retryable: Levels,
     pub recoverable: Levels,
     pub other: Levels,
@@ -34,17 +43,18 @@ impl Default for FailureConfig {
     fn default() -> Self {
         Self {
             enabled: true,
-            permanent: Levels::new(0, 2, 4),
-            retryable: Levels::new(4, 6, 10),
-            recoverable: Levels::new(0, 3, 5),
-            other: Levels::new(0, 3, 6),
-            varying_permanent: Levels::new(0, 3, 6),
-            varying_retryable: Levels::new(0, 8, 0),
+            permanent: Levels::new(0, 2, 3),
+            permanent_unchanged: Levels::new(0, 2, 2),
+            retryable: Levels::new(4, 6, 7),
+            recoverable: Levels::new(0, 3, 4),
+            other: Levels::new(0, 3, 3),
+            varying_permanent: Levels::new(0, 3, 4),
+            varying_retryable: Levels::new(0, 8, 9),
             // Different edits failing with "not found", each after re-reading, is the recovery
             // the edit tools prescribe (loopctl exempts recoverable errors outright): a third is
             // still adapting.
-            varying_recoverable: Levels::new(4, 6, 0),
-            varying_other: Levels::new(3, 5, 0),
+            varying_recoverable: Levels::new(4, 6, 7),
+            varying_other: Levels::new(3, 5, 6),
         }
     }
 }
@@ -143,11 +153,14 @@ impl FailureState {
         if op.error != f.error_key || new_work {
             *op = fresh(f.class);
         }
+        // Nothing new since the previous failure of this streak (or this is its first).
+        let unchanged = op.novel_at == novel;
         op.count += 1;
         op.last = step;
         op.novel_at = novel;
         super::push_bounded(&mut op.steps, step, 32);
         let levels = match f.class {
+            FailClass::Permanent if unchanged => cfg.permanent_unchanged,
             FailClass::Permanent => cfg.permanent,
             FailClass::Retryable => cfg.retryable,
             FailClass::Recoverable => cfg.recoverable,
@@ -171,11 +184,15 @@ impl FailureState {
             ));
         }
         evict(&mut self.by_op);
+        if f.not_found {
+            return false;
+        }
 
-        // The same error for different inputs of one tool.
+        // The same error for different inputs of one tool; for a refusal (denied, invalid),
+        // the same refusal naming what each input asked for.
         let ek = key64(
             "fail.err",
-            &[&v.tool_key.to_le_bytes(), &f.error_key.to_le_bytes()],
+            &[&v.tool_key.to_le_bytes(), &f.shape_key.to_le_bytes()],
         );
         let agg = self.by_error.get_or_insert_with(ek, || fresh(f.class));
         if agg.class == FailClass::Other && agg.novel_at != novel {

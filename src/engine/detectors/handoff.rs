@@ -28,7 +28,9 @@ impl Default for HandoffConfig {
         Self {
             enabled: true,
             max_agents: 5,
-            levels: Levels::new(0, 2, 4),
+            // Every leg handed over what it handed over one round before: the cycle came back
+            // around with nothing new, which is conclusive.
+            levels: Levels::new(0, 2, 2),
             short_words: 40,
             short_similarity: 0.6,
         }

@@ -112,6 +112,19 @@ impl Latch {
         self.remove(key);
     }
 
+    /// Forgets every pattern reported at `min` or above, so that each reports again at the
+    /// level it is at when it next fires (see [`RunDetectors::on_steered`]).
+    ///
+    /// [`RunDetectors::on_steered`]: super::RunDetectors::on_steered
+    pub fn rearm_from(&mut self, min: Severity) {
+        if self.fired.iter().any(|(_, s)| *s >= min) {
+            self.fired.retain(|(_, s)| *s < min);
+            if self.fired.is_empty() {
+                self.fired = ThinVec::new();
+            }
+        }
+    }
+
     /// Whether a level was reported for `key` (and not re-armed since).
     pub fn has(&self, key: u64) -> bool {
         self.find(key).is_ok()
@@ -134,6 +147,20 @@ mod tests {
         assert_eq!(l.rise(1, Some(Severity::Alert)), Some(Severity::Alert));
         assert_eq!(l.rise(1, None), None);
         assert_eq!(l.rise(1, Some(Severity::Warn)), Some(Severity::Warn));
+    }
+
+    #[test]
+    fn rearming_from_a_level_keeps_what_was_below_it() {
+        let mut l = Latch::default();
+        l.rise(1, Some(Severity::Warn));
+        l.rise(2, Some(Severity::Alert));
+        l.rise(3, Some(Severity::Stop));
+        l.rearm_from(Severity::Alert);
+        assert_eq!(l.keys(), vec![1]);
+        assert_eq!(l.rise(1, Some(Severity::Warn)), None);
+        assert_eq!(l.rise(3, Some(Severity::Stop)), Some(Severity::Stop));
+        l.rearm_from(Severity::Warn);
+        assert_eq!((l.fired.capacity(), l.keys()), (0, vec![]));
     }
 
     #[test]

@@ -5,11 +5,12 @@
 //! Failed calls are left to `repeated_failure`, which knows retry semantics.
 //!
 //! The strongest evidence is the same call answered the same way back to back, with no other
-//! tool call in between (thoughts do not count: they bring no new input): the in-process
-//! guards block it early (Roo Code and Cline at the third identical consecutive call, OpenHands
-//! at four identical action-observation pairs), so such a streak alerts at 3 and stops at 4.
-//! Any other call, a failure, or a different answer ends the streak; interleaved repeats keep
-//! the window's thresholds.
+//! tool call in between (thoughts do not count: they bring no new input): the agent saw the
+//! same answer twice and asked a third time. That is conclusive, and stops at once, as Roo Code
+//! blocks the call after three identical ones (OpenHands stops at four identical
+//! action-observation pairs). Any other call, a failure, or a different answer ends the streak.
+//! Interleaved repeats are weaker evidence: they alert at a count and stop at the next repeat
+//! after the alert (the agent was told, and did it again).
 use super::history::{Call, History, REPEAT};
 use super::{hex64, Finding, Latch, Levels, Progress, StepView};
 use crate::contract::Severity;
@@ -24,10 +25,11 @@ pub struct RepeatConfig {
     pub window: usize,
     /// Window for repeatable (poll/step/scroll) tools: long enough to hold their thresholds.
     pub window_repeatable: usize,
-    /// loopcanary warns at 3; OpenHands calls 4 identical action+observation pairs stuck;
-    /// loopctl stops at 10.
+    /// loopcanary warns at 3; OpenHands calls 4 identical action+observation pairs stuck. Stops
+    /// at the first repeat after the alert.
     pub normal: Levels,
-    /// OpenClaw's poll proposal (#16808): warn at 10 unchanged polls, kill at twice that.
+    /// OpenClaw's poll proposal (#16808): warn at 10 unchanged polls, kill at twice that; here
+    /// the alert comes at twice that, and the stop at the next unchanged poll.
     pub repeatable: Levels,
     /// The same call with the same result back to back, no other tool call in between. Only
     /// for tools that do not tolerate the same output (waiting keeps `repeatable`) and have no
@@ -45,9 +47,9 @@ impl Default for RepeatConfig {
             enabled: true,
             window: 20,
             window_repeatable: 48,
-            normal: Levels::new(3, 5, 10),
-            repeatable: Levels::new(10, 20, 40),
-            consecutive: Levels::new(0, 3, 4),
+            normal: Levels::new(3, 5, 6),
+            repeatable: Levels::new(10, 20, 21),
+            consecutive: Levels::new(0, 3, 3),
             reset_after_new_actions: 2,
         }
     }

@@ -58,6 +58,32 @@ impl RunDetectors {
         out
     }
 
+    /// A guard steered the run (a `steer` step): every loop reported at `alert` or `stop` is
+    /// forgotten by its detector, so a loop that goes on after the agent was told about it is
+    /// reported again at the next repetition, at the level its evidence is at (for conclusive
+    /// evidence, `stop` at once), instead of staying silent behind a latch that already fired.
+    /// Warnings stay latched: the agent was not steered on them. Budgets are not loops and
+    /// stay reported once.
+    pub fn on_steered(&mut self) {
+        let from = crate::contract::Severity::Alert;
+        self.repeat.latch.rearm_from(from);
+        self.stall.latch.rearm_from(from);
+        self.cycle.latch.rearm_from(from);
+        if self.handoff.cycles.get().is_some() {
+            self.handoff.cycles.with(|c| c.latch.rearm_from(from));
+        }
+        self.neardup.latch.rearm_from(from);
+        if self.failure.get().is_some() {
+            self.failure.with(|f| f.latch.rearm_from(from));
+        }
+        if self.content.get().is_some() {
+            self.content.with(|c| c.latch.rearm_from(from));
+        }
+        if self.context.get().is_some() {
+            self.context.with(|c| c.latch.rearm_from(from));
+        }
+    }
+
     /// Run every detector on one new step. `canon` comes from [`Canonical::compute`].
     pub fn on_step(
         &mut self,
@@ -118,8 +144,9 @@ impl RunDetectors {
         let h = &mut self.history;
         let messages = self.content.get().map_or(0, |c| c.novel_messages());
         let tools = self.progress.novel_outputs + self.progress.novel_actions;
+        let tools_before = before.novel_outputs + before.novel_actions;
         self.context
-            .with(|c| c.on_step(&cfg.context, &v, h, (tools, messages), out));
+            .with(|c| c.on_step(&cfg.context, &v, h, (tools_before, tools, messages), out));
         self.history.settle();
         let seq = self.progress.seq;
         // Nothing recent and nothing found: the policy has nothing to do or remember.

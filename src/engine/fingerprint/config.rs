@@ -10,7 +10,11 @@ pub struct FingerprintConfig {
     /// Keys removed at every depth of tool input and output. Matched case-insensitively with
     /// `_`/`-` ignored, so `request_id`, `requestId` and `Request-Id` are one entry.
     pub volatile_keys: Vec<String>,
-    /// Also drop keys ending in `_at`/`At` (`created_at`, `sentAt`) or `timestamp`.
+    /// Also drop keys ending in `_at`/`At` (`created_at`, `sentAt`) or `timestamp`, keys ending
+    /// in `request_id` / `trace_id` (any vendor's: `X-GitHub-Request-Id`), header-style
+    /// rate-limit counters (`x-ratelimit-remaining`), and inside a headers object (a key ending
+    /// in `headers`) the response headers that change on every response (`Date`, `ETag`, `Age`,
+    /// `X-Cache`, CDN ids, timings, rate limits).
     pub volatile_key_suffixes: bool,
     /// Normalise volatile values inside strings (UUIDs, ISO date-times, clock times, 16+ char
     /// hex ids, epoch timestamps, fractional durations such as `0.53s`).

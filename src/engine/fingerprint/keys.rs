@@ -152,11 +152,63 @@ impl Volatility<'_> {
         }
         let b = k.as_bytes();
         let n = b.len();
-        // `created_at` / `sentAt` (a lowercase letter before `At`) / `...timestamp`.
+        // `created_at` / `sentAt` (a lowercase letter before `At`) / `...timestamp`, and the
+        // per-request ids of every vendor (`X-GitHub-Request-Id`, `x-amzn-trace-id`).
         (n > 3 && k.ends_with("_at"))
             || (n > 2 && k.ends_with("At") && b[n - 3].is_ascii_lowercase())
             || (n > 9 && norm.ends_with(b"timestamp"))
+            || (n > 9 && (norm.ends_with(b"requestid") || norm.ends_with(b"traceid")))
+            // A header-style name (`x-ratelimit-remaining`): a counter that moves on every call.
+            || (memchr::memchr(b'-', b).is_some() && memchr::memmem::find(norm, b"ratelimit").is_some())
     }
+
+    /// Whether `norm` (a [`key_norm`] form) names a response header whose value changes from
+    /// one response to the next whatever the response says: dates, cache ages and verdicts,
+    /// ETags, timings, CDN and request ids, rate-limit counters. Read in header containers (a
+    /// `headers` object, an HTTP dump's header lines) only: elsewhere `date` or `age` is data.
+    pub(super) fn is_volatile_header(&self, norm: &[u8]) -> bool {
+        HTTP_VOLATILE_HEADERS.iter().any(|h| h.as_bytes() == norm)
+            || [
+                &b"xratelimit"[..],
+                b"ratelimit",
+                b"anthropicratelimit",
+                b"xcache",
+            ]
+            .iter()
+            .any(|p| norm.starts_with(p))
+            || norm.ends_with(b"requestid")
+            || norm.ends_with(b"traceid")
+            || norm.ends_with(b"processingms")
+    }
+}
+
+/// Response headers that differ on every response, in [`key_norm`] form (besides the prefixes
+/// and suffixes [`Volatility::is_volatile_header`] reads).
+const HTTP_VOLATILE_HEADERS: &[&str] = &[
+    "date",
+    "expires",
+    "lastmodified",
+    "age",
+    "etag",
+    "setcookie",
+    "servertiming",
+    "xruntime",
+    "xresponsetime",
+    "xenvoyupstreamservicetime",
+    "cfray",
+    "xamzcfid",
+    "xamzid2",
+    "xservedby",
+    "xtimer",
+    "reportto",
+    "nel",
+    "retryafter",
+];
+
+/// Whether an object under this key (in [`key_norm`] form) holds HTTP headers: `headers`,
+/// `response_headers`, botocore's `HTTPHeaders`.
+pub(super) fn holds_headers(norm: &[u8]) -> bool {
+    norm.ends_with(b"headers")
 }
 
 #[cfg(test)]

@@ -2,38 +2,16 @@
 //! depth, volatile values in strings (ids, times, HTTP dump headers) replaced, numbers in one
 //! form. The same rules applied while parsing are in `parse`.
 use super::config::REDACTED;
-use super::keys::{key_norm, with_key_norm, Volatility, REDACT, VOLATILE};
+use super::keys::{holds_headers, key_norm, with_key_norm, Volatility, REDACT, VOLATILE};
 use crate::engine::text::normalize_volatile_cow;
 use serde_json::Value;
 use std::borrow::Cow;
 
-/// Response headers that differ on every response, in [`key_norm`] form.
-const HTTP_VOLATILE_HEADERS: &[&str] = &[
-    "date",
-    "expires",
-    "lastmodified",
-    "age",
-    "etag",
-    "setcookie",
-    "servertiming",
-    "xruntime",
-    "xresponsetime",
-    "xenvoyupstreamservicetime",
-    "cfray",
-    "xamzcfid",
-    "xamzntraceid",
-    "xamzrequestid",
-    "xservedby",
-    "xtimer",
-    "reportto",
-    "nel",
-];
-
 impl Volatility<'_> {
     /// An HTTP response dump (`curl -i`, a raw client log): the values of volatile header
     /// lines (the volatile keys, with or without an `x-` prefix, plus headers that change on
-    /// every response: date, age, etag, timings, CDN ids) are blanked; the status line and the
-    /// body are kept.
+    /// every response: date, age, etag, timings, CDN and request ids, rate-limit counters) are
+    /// blanked; the status line and the body are kept.
     fn http_headers<'s>(&self, s: &'s str) -> Cow<'s, str> {
         if !s.trim_start().starts_with("HTTP/") {
             return Cow::Borrowed(s);
@@ -56,7 +34,7 @@ impl Volatility<'_> {
                         continue;
                     }
                     let bare = k.strip_prefix('x').filter(|_| name.starts_with(['x', 'X']));
-                    if HTTP_VOLATILE_HEADERS.contains(&k.as_str())
+                    if self.is_volatile_header(k.as_bytes())
                         || self.flags(k.as_bytes()) & VOLATILE != 0
                         || bare.is_some_and(|b| self.flags(b.as_bytes()) & VOLATILE != 0)
                     {
@@ -82,8 +60,19 @@ impl Volatility<'_> {
     /// [`Volatility::normalize`] on a value the caller owns: the parsed payload is edited
     /// where it lies instead of being copied node by node.
     pub fn normalize_in_place(&self, v: &mut Value) {
+        self.normalize_node(v, false);
+    }
+
+    /// `headers`: `v` is the value of a header container ([`holds_headers`]), whose volatile
+    /// headers go too.
+    pub(super) fn normalize_node(&self, v: &mut Value, headers: bool) {
         match v {
             Value::Object(m) => {
+                let gone = |k: &str, norm: &[u8], flags: u8| {
+                    flags & REDACT == 0
+                        && (self.is_volatile_key(k, norm, flags)
+                            || (headers && self.is_volatile_header(norm)))
+                };
                 // Most objects lose no key: edit them in one pass and rebuild only those that do.
                 let mut drop = false;
                 for (k, x) in m.iter_mut() {
@@ -91,23 +80,18 @@ impl Volatility<'_> {
                         let flags = self.flags(norm);
                         if flags & REDACT != 0 {
                             *x = Value::String(REDACTED.into());
-                        } else if self.is_volatile_key(k, norm, flags) {
+                        } else if gone(k, norm, flags) {
                             drop = true;
                         } else {
-                            self.normalize_in_place(x);
+                            self.normalize_node(x, holds_headers(norm));
                         }
                     });
                 }
                 if drop {
-                    m.retain(|k, _| {
-                        with_key_norm(k, |norm| {
-                            let flags = self.flags(norm);
-                            flags & REDACT != 0 || !self.is_volatile_key(k, norm, flags)
-                        })
-                    });
+                    m.retain(|k, _| with_key_norm(k, |norm| !gone(k, norm, self.flags(norm))));
                 }
             }
-            Value::Array(a) => a.iter_mut().for_each(|x| self.normalize_in_place(x)),
+            Value::Array(a) => a.iter_mut().for_each(|x| self.normalize_node(x, false)),
             Value::String(s) => {
                 if let Some(c) = self.normalize_str(s) {
                     *s = c;

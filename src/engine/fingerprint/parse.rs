@@ -3,7 +3,7 @@
 //! what parsing with serde_json and then [`Volatility::normalize_in_place`] gives; the tests
 //! hold it to that.
 use super::config::REDACTED;
-use super::keys::{with_key_norm, Volatility, REDACT};
+use super::keys::{holds_headers, with_key_norm, Volatility, REDACT};
 use super::normalize::normalize_number;
 use crate::contract::JsonText;
 use crate::engine::json::{Json, Object};
@@ -21,7 +21,7 @@ impl Volatility<'_> {
             return Json::Null;
         };
         let mut de = serde_json::Deserializer::from_str(r.get());
-        match Normalizing(self)
+        match Normalizing(self, false)
             .deserialize(&mut de)
             .and_then(|v| de.end().map(|()| v))
         {
@@ -39,8 +39,9 @@ impl Volatility<'_> {
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// Builds the normalised [`Json`] while deserialising: what serde_json's `Value` visitor does,
-/// followed by what [`Volatility::normalize_in_place`] does to each node.
-struct Normalizing<'v, 'k>(&'v Volatility<'k>);
+/// followed by what [`Volatility::normalize_in_place`] does to each node. The flag says the
+/// value is a header container's (whose volatile headers are dropped too).
+struct Normalizing<'v, 'k>(&'v Volatility<'k>, bool);
 
 impl<'de> DeserializeSeed<'de> for Normalizing<'_, '_> {
     type Value = Json<'de>;
@@ -106,28 +107,31 @@ impl<'de> Visitor<'de> for Normalizing<'_, '_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json<'de>, A::Error> {
         let mut v = Vec::new();
-        while let Some(x) = seq.next_element_seed(Normalizing(self.0))? {
+        while let Some(x) = seq.next_element_seed(Normalizing(self.0, false))? {
             v.push(x);
         }
         Ok(Json::Array(v))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json<'de>, A::Error> {
-        let vol = self.0;
+        let (vol, headers) = (self.0, self.1);
         let mut out = Vec::new();
         let mut first = true;
         while let Some(k) = map.next_key_seed(KeySeed)? {
             if std::mem::take(&mut first) && k == RAW_VALUE_TOKEN {
                 let text: String = map.next_value()?;
                 let mut v: Value = serde_json::from_str(&text).map_err(de::Error::custom)?;
-                vol.normalize_in_place(&mut v);
+                vol.normalize_node(&mut v, headers);
                 return Ok(Json::from_value(v));
             }
-            let (redact, volatile) = with_key_norm(&k, |norm| {
+            let (redact, volatile, holds) = with_key_norm(&k, |norm| {
                 let flags = vol.flags(norm);
                 (
                     flags & REDACT != 0,
-                    flags & REDACT == 0 && vol.is_volatile_key(&k, norm, flags),
+                    flags & REDACT == 0
+                        && (vol.is_volatile_key(&k, norm, flags)
+                            || (headers && vol.is_volatile_header(norm))),
+                    holds_headers(norm),
                 )
             });
             if redact || volatile {
@@ -137,7 +141,7 @@ impl<'de> Visitor<'de> for Normalizing<'_, '_> {
                     out.push((k, Json::String(Cow::Borrowed(REDACTED))));
                 }
             } else {
-                let v = map.next_value_seed(Normalizing(vol))?;
+                let v = map.next_value_seed(Normalizing(vol, holds))?;
                 out.push((k, v));
             }
         }

@@ -6,30 +6,34 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 use std::io::Read;
 
-/// Undo `Content-Encoding` (`gzip` or none), reading at most `limit` bytes of the result: a
+/// Undo a compression (HTTP's `Content-Encoding`, gRPC's `grpc-encoding`: `gzip`, `deflate`
+/// (zlib, as both protocols mean it) or none), reading at most `limit` bytes of the result: a
 /// small compressed body may not expand without bound.
 pub fn decompress(
     body: &[u8],
     content_encoding: Option<&str>,
     limit: usize,
 ) -> Result<Vec<u8>, OtlpError> {
-    match content_encoding.map(str::trim).unwrap_or_default() {
-        "" | "identity" => Ok(body.to_vec()),
-        e if e.eq_ignore_ascii_case("gzip") => {
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(body)
-                .take(limit as u64 + 1)
-                .read_to_end(&mut out)
-                .map_err(|e| OtlpError::Malformed(format!("gzip body: {e}")))?;
-            if out.len() > limit {
-                return Err(OtlpError::TooLarge(limit));
-            }
-            Ok(out)
+    let encoding = content_encoding.map(str::trim).unwrap_or_default();
+    let reader: Box<dyn Read + '_> = match encoding {
+        "" | "identity" => return Ok(body.to_vec()),
+        e if e.eq_ignore_ascii_case("gzip") => Box::new(flate2::read::GzDecoder::new(body)),
+        e if e.eq_ignore_ascii_case("deflate") => Box::new(flate2::read::ZlibDecoder::new(body)),
+        other => {
+            return Err(OtlpError::Malformed(format!(
+                "unsupported encoding `{other}` (gzip, deflate or none)"
+            )))
         }
-        other => Err(OtlpError::Malformed(format!(
-            "unsupported Content-Encoding `{other}` (gzip or none)"
-        ))),
+    };
+    let mut out = Vec::new();
+    reader
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| OtlpError::Malformed(format!("{encoding} body: {e}")))?;
+    if out.len() > limit {
+        return Err(OtlpError::TooLarge(limit));
     }
+    Ok(out)
 }
 
 pub fn decode(bytes: &[u8], enc: Encoding) -> Result<ExportTraceServiceRequest, OtlpError> {

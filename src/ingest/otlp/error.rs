@@ -39,8 +39,10 @@ pub enum OtlpError {
         #[source]
         source: std::io::Error,
     },
-    #[error("OTLP receiver failed: {0}")]
+    #[error("OTLP/HTTP receiver failed: {0}")]
     Serve(#[source] std::io::Error),
+    #[error("OTLP/gRPC receiver failed: {0}")]
+    GrpcServe(#[source] tonic::transport::Error),
 }
 
 /// `google.rpc.Status`, which OTLP/HTTP puts in the body of every error response. Not among
@@ -108,6 +110,40 @@ impl OtlpError {
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         r
+    }
+
+    /// The same answer for OTLP/gRPC: the status code a collector gives (`rpc_code`), with
+    /// `RetryInfo` (1 s) on the two retryable ones. Exporters retry UNAVAILABLE, and
+    /// RESOURCE_EXHAUSTED only when it carries `RetryInfo` (the OTLP specification's rule; the
+    /// Go exporter reads it from the status details, the Python one from the
+    /// `google.rpc.retryinfo-bin` trailer, so both are sent).
+    pub fn grpc_status(&self) -> tonic::Status {
+        use tonic_types::{ErrorDetails, StatusExt};
+        let code = tonic::Code::from_i32(self.rpc_code());
+        let message = match self {
+            e if code == tonic::Code::Internal => {
+                tracing::error!(error = %e, "ingest-otlp: internal error");
+                "internal error".to_string()
+            }
+            e => e.to_string(),
+        };
+        if !matches!(self, Self::Unavailable(_) | Self::Busy(_)) {
+            return tonic::Status::new(code, message);
+        }
+        tracing::warn!(error = %self, "ingest-otlp: asking the exporter to retry");
+        let delay = std::time::Duration::from_secs(1);
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        let retry_info = tonic_types::pb::RetryInfo::from(tonic_types::RetryInfo::new(Some(delay)));
+        metadata.insert_bin(
+            "google.rpc.retryinfo-bin",
+            tonic::metadata::MetadataValue::from_bytes(&prost::Message::encode_to_vec(&retry_info)),
+        );
+        tonic::Status::with_error_details_and_metadata(
+            code,
+            message,
+            ErrorDetails::with_retry_info(Some(delay)),
+            metadata,
+        )
     }
 
     /// The `answer` label in the request metric.

@@ -1,40 +1,15 @@
-//! Spans to v1 events: pure functions, no I/O (see docs/otlp.md for the table).
+//! Spans to v1 events: pure functions, no I/O (see docs/otlp.md for the table; which attribute
+//! means what under each convention is `conventions.rs`).
 //!
 //! A run is the trace (`run_id` = the trace id in lowercase hex): every span of an agent
 //! invocation carries it, whichever batch or receiver replica it reaches, so no state is
 //! needed to put a span in its run.
 use super::attrs;
+use super::conventions::{self as conv, agent_name};
 use crate::contract::{Event, RunFinished, RunKey, RunStarted, RunStatus, Step, TerminationReason};
 use opentelemetry_proto::tonic::trace::v1::{status::StatusCode, Span};
 
-/// What a span is to eddy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpanKind {
-    /// An agent invocation: names the run.
-    Agent,
-    /// A tool execution: a `tool_call` step.
-    Tool,
-    /// A model call: a `think` step.
-    Model,
-    /// Anything else (chains, retrievers, HTTP): no step.
-    Other,
-}
-
-const GEN_AI_OPERATION: &str = "gen_ai.operation.name";
-const OPENINFERENCE_KIND: &str = "openinference.span.kind";
-
-pub fn classify(span: &Span) -> SpanKind {
-    let op = attrs::text(&span.attributes, GEN_AI_OPERATION);
-    let oi = attrs::text(&span.attributes, OPENINFERENCE_KIND).map(|k| k.to_ascii_uppercase());
-    match (op.as_deref(), oi.as_deref()) {
-        (Some("invoke_agent" | "create_agent"), _) | (_, Some("AGENT")) => SpanKind::Agent,
-        (Some("execute_tool"), _) | (_, Some("TOOL")) => SpanKind::Tool,
-        (Some("chat" | "text_completion" | "generate_content"), _) | (_, Some("LLM")) => {
-            SpanKind::Model
-        }
-        _ => SpanKind::Other,
-    }
-}
+pub use super::conventions::{classify, SpanKind};
 
 /// Why a span gives no event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,35 +52,19 @@ fn failed(span: &Span) -> bool {
         .is_some_and(|s| s.code == StatusCode::Error as i32)
 }
 
-/// The agent's name: `gen_ai.agent.name`, else OpenInference's `agent.name`, else (on an agent
-/// span) the span's own name.
-fn agent_name(span: &Span, kind: SpanKind) -> Option<String> {
-    attrs::text(&span.attributes, "gen_ai.agent.name")
-        .or_else(|| attrs::text(&span.attributes, "agent.name"))
-        .or_else(|| (kind == SpanKind::Agent && !span.name.is_empty()).then(|| span.name.clone()))
-}
-
 fn first_text(span: &Span, keys: &[&str]) -> Option<String> {
     keys.iter().find_map(|k| attrs::span_text(span, k))
 }
 
 fn tokens(span: &Span) -> Option<u64> {
     let a = &span.attributes;
-    let sum = |i: Option<u64>, o: Option<u64>| match (i, o) {
-        (None, None) => None,
-        (i, o) => Some(i.unwrap_or(0).saturating_add(o.unwrap_or(0))),
-    };
-    sum(
-        attrs::count(a, "gen_ai.usage.input_tokens"),
-        attrs::count(a, "gen_ai.usage.output_tokens"),
-    )
-    .or_else(|| attrs::count(a, "llm.token_count.total"))
-    .or_else(|| {
-        sum(
-            attrs::count(a, "llm.token_count.prompt"),
-            attrs::count(a, "llm.token_count.completion"),
-        )
-    })
+    conv::TOKEN_PAIRS
+        .iter()
+        .find_map(|(i, o)| match (attrs::count(a, i), attrs::count(a, o)) {
+            (None, None) => None,
+            (i, o) => Some(i.unwrap_or(0).saturating_add(o.unwrap_or(0))),
+        })
+        .or_else(|| conv::TOKEN_TOTALS.iter().find_map(|k| attrs::count(a, k)))
 }
 
 fn step(key: &RunKey, span: &Span, kind: SpanKind) -> Step {
@@ -120,16 +79,13 @@ fn step(key: &RunKey, span: &Span, kind: SpanKind) -> Step {
     match kind {
         SpanKind::Tool => {
             s.step_type = "tool_call".into();
-            s.tool_name = first_text(span, &["gen_ai.tool.name", "tool.name"])
+            s.tool_name = first_text(span, conv::TOOL_NAME)
                 .or_else(|| (!span.name.is_empty()).then(|| span.name.clone()));
-            s.tool_input = attrs::json_text(first_text(
-                span,
-                &["gen_ai.tool.call.arguments", "input.value"],
-            ));
-            s.tool_output = attrs::json_text(first_text(
-                span,
-                &["gen_ai.tool.call.result", "output.value"],
-            ));
+            let payload = |keys, input| {
+                first_text(span, keys).map(|t| conv::openllmetry_payload(span, t, input))
+            };
+            s.tool_input = attrs::json_text(payload(conv::TOOL_INPUT, true));
+            s.tool_output = attrs::json_text(payload(conv::TOOL_OUTPUT, false));
             s.tool_success = Some(!failed(span));
             let dur = span
                 .end_time_unix_nano
@@ -138,15 +94,7 @@ fn step(key: &RunKey, span: &Span, kind: SpanKind) -> Step {
         }
         _ => {
             s.step_type = "think".into();
-            s.content = first_text(
-                span,
-                &[
-                    "llm.output_messages.0.message.content",
-                    "gen_ai.output.messages",
-                    "gen_ai.completion.0.content",
-                    "output.value",
-                ],
-            );
+            s.content = first_text(span, conv::MODEL_OUTPUT);
         }
     }
     s
@@ -176,7 +124,7 @@ pub fn events(project_id: &str, span: &Span) -> Result<Vec<Event>, Skip> {
             ts_ms: ms(span.start_time_unix_nano),
             // v1 requires a name; an agent span without one is still an agent.
             agent_name: agent_name(span, kind).unwrap_or_else(|| "agent".into()),
-            input: first_text(span, &["gen_ai.input.messages", "input.value"]),
+            input: first_text(span, conv::RUN_INPUT),
             // Kept, not used as the run id: it spans several invocations (see docs/otlp.md).
             metadata: attrs::text(&span.attributes, "gen_ai.conversation.id").and_then(|c| {
                 crate::contract::JsonText::parse(
@@ -204,7 +152,7 @@ pub fn events(project_id: &str, span: &Span) -> Result<Vec<Event>, Skip> {
             } else {
                 TerminationReason::Clean
             }),
-            output: first_text(span, &["gen_ai.output.messages", "output.value"]),
+            output: first_text(span, conv::RUN_OUTPUT),
             reported_loop_detected: None,
             reported_loop_step_index: None,
             reported_totals: None,

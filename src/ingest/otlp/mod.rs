@@ -1,18 +1,27 @@
-//! `eddy ingest-otlp`: an OTLP/HTTP traces receiver in front of the input topic.
+//! `eddy ingest-otlp`: an OTLP traces receiver in front of the input topic, speaking both
+//! transports an OpenTelemetry exporter may use: OTLP/HTTP (`POST /v1/traces`, `http.rs`) and
+//! OTLP/gRPC (`TraceService/Export`, `grpc.rs`).
 //!
-//! Agents already traced with OpenTelemetry (the GenAI semantic conventions, or OpenInference's)
-//! point their exporter at `POST /v1/traces`; agent, tool and model spans become v1 events keyed
-//! by run id (the trace id). `mapping.rs` holds the rules, docs/otlp.md the table.
+//! Agents already traced with OpenTelemetry (the GenAI semantic conventions, OpenInference's,
+//! OpenLLMetry's, the Vercel AI SDK's) point their exporter at it; agent, tool and model spans
+//! become v1 events keyed by run id (the trace id). `mapping.rs` holds the rules, docs/otlp.md
+//! the table.
 //!
-//! Answers are a collector's: 200 with an `ExportTraceServiceResponse` (its `partial_success`
-//! counts spans rejected for invalid ids), 400 with the reason for a body that is not an export
-//! request, 413/415 for size and media type, 429 or 503 with `Retry-After` when Kafka does not
-//! take the events. A 200 is sent only after the broker acknowledged every event of the batch,
-//! through the same group-committing publisher as `ingest-http`.
+//! Both transports share one core ([`Receiver::export`]): the same key check, size limits,
+//! mapping, acknowledgement rule and metrics. Answers are a collector's: success with an
+//! `ExportTraceServiceResponse` (its `partial_success` counts spans rejected for invalid ids),
+//! a refusal with the reason for a body that is not an export request or is too large, and a
+//! retryable answer (429/503 with `Retry-After`; RESOURCE_EXHAUSTED/UNAVAILABLE with
+//! `RetryInfo`) when Kafka does not take the events. Success is answered only after the broker
+//! acknowledged every event of the batch, through the same group-committing publisher as
+//! `ingest-http`.
 mod attrs;
+mod conventions;
 pub mod decode;
 mod encoding;
 mod error;
+mod grpc;
+mod http;
 pub mod mapping;
 
 pub use error::OtlpError;
@@ -21,32 +30,26 @@ use crate::config::{IngestConfig, KafkaConfig};
 use crate::contract::Event;
 use crate::emit::Emitter;
 use crate::ingest::{Job, MAX_BODY_BYTES, QUEUE_DEPTH};
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::Router;
-use decode::Encoding;
+use axum::http::HeaderMap;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-/// A gzip body may expand to this much at most (the wire limit is `MAX_BODY_BYTES`, as for
-/// `ingest-http`).
+/// A compressed request may expand to this much at most; on the wire a request may take
+/// `MAX_BODY_BYTES` (as for `ingest-http`), over either transport.
 pub const MAX_DECODED_BYTES: usize = 16 * MAX_BODY_BYTES;
 
 /// The resource attribute naming a span's project when no API key does.
 pub const PROJECT_ATTRIBUTE: &str = "eddy.project.id";
 
 struct Receiver {
-    /// sha256(key) → project; empty: no key asked, the project comes from the spans.
-    keys: HashMap<[u8; 32], Arc<str>>,
+    /// Key → project; empty: no key asked, the project comes from the spans.
+    keys: crate::auth::SecretTable<Arc<str>>,
     default_project: String,
     jobs: mpsc::Sender<Job>,
 }
@@ -119,6 +122,17 @@ pub fn map_request(
 }
 
 impl Receiver {
+    /// The project the request's API key names; `None` when no keys are configured (the spans
+    /// name it). HTTP headers and gRPC metadata carry the key alike.
+    fn key_project(&self, headers: &HeaderMap) -> Result<Option<Arc<str>>, OtlpError> {
+        if self.keys.is_empty() {
+            return Ok(None);
+        }
+        crate::ingest::authenticate(&self.keys, headers)
+            .map(Some)
+            .map_err(|_| OtlpError::Unauthorized)
+    }
+
     async fn publish(&self, messages: Vec<(String, Vec<u8>)>) -> Result<(), OtlpError> {
         let mut acks = Vec::with_capacity(messages.len());
         for (key, payload) in messages {
@@ -136,29 +150,14 @@ impl Receiver {
         Ok(())
     }
 
+    /// One export request, whichever transport brought it: mapped, published, and answered
+    /// once the broker acknowledged every event.
     async fn export(
         &self,
-        headers: &HeaderMap,
-        body: Body,
-        enc: Encoding,
-    ) -> Result<Response, OtlpError> {
-        let key_project = if self.keys.is_empty() {
-            None
-        } else {
-            Some(
-                crate::ingest::authenticate(&self.keys, headers)
-                    .map_err(|_| OtlpError::Unauthorized)?,
-            )
-        };
-        let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
-            .await
-            .map_err(|_| OtlpError::TooLarge(MAX_BODY_BYTES))?;
-        let encoding = headers
-            .get(header::CONTENT_ENCODING)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-        let bytes = decode::decompress(&body, encoding.as_deref(), MAX_DECODED_BYTES)?;
-        let req = decode::decode(&bytes, enc)?;
-        let m = map_request(&req, key_project.as_deref(), &self.default_project);
+        key_project: Option<&str>,
+        req: &ExportTraceServiceRequest,
+    ) -> Result<ExportTraceServiceResponse, OtlpError> {
+        let m = map_request(req, key_project, &self.default_project);
         metrics::counter!("eddy_otlp_spans_total", "outcome" => "rejected").increment(m.rejected);
         metrics::counter!("eddy_otlp_spans_total", "outcome" => "unmapped").increment(m.unmapped);
         metrics::counter!("eddy_otlp_spans_total", "outcome" => "invalid").increment(m.invalid);
@@ -173,50 +172,40 @@ impl Receiver {
                 m.rejected
             ),
         });
-        let mut r = (
-            StatusCode::OK,
-            decode::encode(&ExportTraceServiceResponse { partial_success }, enc),
-        )
-            .into_response();
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(enc.content_type()),
-        );
-        Ok(r)
+        Ok(ExportTraceServiceResponse { partial_success })
     }
 }
 
-async fn traces(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body) -> Response {
-    let started = std::time::Instant::now();
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
-    let result = match Encoding::from_content_type(ct) {
-        Some(enc) => rx.export(&headers, body, enc).await.map_err(|e| (e, enc)),
-        None => {
-            let e = OtlpError::UnsupportedMediaType(ct.unwrap_or_default().to_string());
-            Err((e, Encoding::Json))
-        }
-    };
-    let (resp, answer) = match result {
-        Ok(r) => (r, "ok"),
-        Err((e, enc)) => (e.response(enc), e.label()),
-    };
-    metrics::counter!("eddy_otlp_requests_total", "answer" => answer).increment(1);
-    metrics::histogram!("eddy_otlp_request_seconds").record(started.elapsed().as_secs_f64());
-    resp
+/// One answered request in the metrics: `transport` is `http` or `grpc`, `answer` one of
+/// `ok`, `bad_request`, `unauthorized`, `retry`, `error`.
+fn record(transport: &'static str, answer: &'static str, started: Instant) {
+    metrics::counter!("eddy_otlp_requests_total", "transport" => transport, "answer" => answer)
+        .increment(1);
+    metrics::histogram!("eddy_otlp_request_seconds", "transport" => transport)
+        .record(started.elapsed().as_secs_f64());
 }
 
-fn router(rx: Arc<Receiver>) -> Router {
-    Router::new()
-        .route("/v1/traces", post(traces))
-        .layer(axum::extract::DefaultBodyLimit::disable())
-        .with_state(rx)
+/// A listener for `addr` (the setting `key` names it), or `None` when `addr` is empty.
+async fn bind(key: &str, addr: &str) -> Result<Option<tokio::net::TcpListener>, OtlpError> {
+    if addr.trim().is_empty() {
+        return Ok(None);
+    }
+    let parsed: SocketAddr = addr
+        .parse()
+        .map_err(|_| OtlpError::Config(format!("{key} `{addr}`: expected host:port")))?;
+    tokio::net::TcpListener::bind(parsed)
+        .await
+        .map(Some)
+        .map_err(|source| OtlpError::Bind {
+            addr: addr.to_string(),
+            source,
+        })
 }
 
 /// Serve until `shutdown` is cancelled; in-flight exports finish and their events are flushed.
 /// Takes its own section (`otlp_*`, and the API keys it shares with ingest-http) and Kafka to
-/// publish through.
+/// publish through. OTLP/HTTP listens on `otlp_addr`, OTLP/gRPC on `otlp_grpc_addr`; either
+/// may be turned off with an empty address, not both.
 pub async fn serve(
     kafka: KafkaConfig,
     cfg: IngestConfig,
@@ -226,6 +215,14 @@ pub async fn serve(
     if cfg.otlp_default_project.trim().is_empty() {
         return Err(OtlpError::Config("otlp_default_project is empty".into()));
     }
+    if cfg.otlp_addr.trim().is_empty() && cfg.otlp_grpc_addr.trim().is_empty() {
+        return Err(OtlpError::Config(
+            "otlp_addr and otlp_grpc_addr are both empty: set at least one".into(),
+        ));
+    }
+    // Bound before Kafka is touched: a port in use fails the start at once.
+    let http = bind("otlp_addr", &cfg.otlp_addr).await?;
+    let grpc = bind("otlp_grpc_addr", &cfg.otlp_grpc_addr).await?;
     crate::source::ensure_topics(&kafka)
         .await
         .map_err(|e| OtlpError::Internal(format!("cannot create topics: {e}")))?;
@@ -241,17 +238,6 @@ pub async fn serve(
         kafka.topics.input.clone(),
         jobs,
     ));
-    let addr: SocketAddr = cfg
-        .otlp_addr
-        .parse()
-        .map_err(|_| OtlpError::Config(format!("otlp_addr `{}`", cfg.otlp_addr)))?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| OtlpError::Bind {
-            addr: cfg.otlp_addr.clone(),
-            source,
-        })?;
-    let bound = listener.local_addr().map_err(OtlpError::Serve)?;
     let health = Arc::new(crate::admin::Health::default());
     if let Some(admin) = cfg.otlp_admin_addr.as_deref().filter(|a| !a.is_empty()) {
         // Ready means accepting exports; ClickHouse is none of the receiver's business.
@@ -259,29 +245,70 @@ pub async fn serve(
         health.set_clickhouse_ok(true);
         crate::admin::serve(admin, health.clone()).await?;
     }
+    let local = |l: &Option<tokio::net::TcpListener>| {
+        l.as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .map_or_else(|| "off".to_string(), |a| a.to_string())
+    };
     tracing::info!(
-        addr = %bound,
+        http = %local(&http),
+        grpc = %local(&grpc),
         topic = %kafka.topics.input,
         api_keys = keys.len(),
         default_project = %cfg.otlp_default_project,
-        "ingest-otlp: OTLP/HTTP traces receiver listening on /v1/traces"
+        "ingest-otlp: OTLP traces receiver listening (HTTP: POST /v1/traces; gRPC: TraceService/Export)"
     );
     let rx = Arc::new(Receiver {
         keys,
         default_project: cfg.otlp_default_project.clone(),
         jobs: tx,
     });
-    axum::serve(listener, router(rx))
-        .with_graceful_shutdown(async move {
-            shutdown.cancelled().await;
-            health.set_draining();
-        })
-        .await
-        .map_err(OtlpError::Serve)?;
+    let stop = shutdown.clone();
+    let draining = health.clone();
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        draining.set_draining();
+    });
+    let http = http.map(|l| {
+        let served = http::serve(l, rx.clone(), shutdown.clone());
+        tokio::spawn(stop_all_on_error(served, shutdown.clone()))
+    });
+    let grpc = grpc.map(|l| {
+        let served = grpc::serve(l, rx.clone(), shutdown.clone());
+        tokio::spawn(stop_all_on_error(served, shutdown.clone()))
+    });
+    // The listeners hold the last senders: once both stopped, the publisher drains and exits.
+    drop(rx);
+    let mut failed = None;
+    for task in [http, grpc].into_iter().flatten() {
+        let result = task
+            .await
+            .unwrap_or_else(|e| Err(OtlpError::Internal(format!("listener task: {e}"))));
+        if let Err(e) = result {
+            failed.get_or_insert(e);
+        }
+    }
     let _ = publisher.await;
     tracing::info!("ingest-otlp stopped");
-    Ok(())
+    failed.map_or(Ok(()), Err)
 }
 
+/// One transport failing stops the other too: a half-served receiver would look healthy while
+/// the exporters of the other kind fail.
+async fn stop_all_on_error(
+    served: impl std::future::Future<Output = Result<(), OtlpError>>,
+    shutdown: CancellationToken,
+) -> Result<(), OtlpError> {
+    let result = served.await;
+    if result.is_err() {
+        shutdown.cancel();
+    }
+    result
+}
+
+#[cfg(test)]
+mod conventions_tests;
+#[cfg(test)]
+mod grpc_tests;
 #[cfg(test)]
 mod tests;

@@ -3,28 +3,31 @@ use super::decode::{decode, decompress, Encoding};
 use super::mapping::{self, SpanKind};
 use super::*;
 use crate::contract::{decode as decode_v1, Event};
+use axum::body::Body;
+use axum::http::{header, StatusCode};
+use axum::Router;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{status, ResourceSpans, ScopeSpans, Span, Status};
 use prost::Message;
 use std::io::Write;
 
-const TRACE: [u8; 16] = [
+pub(super) const TRACE: [u8; 16] = [
     0x5b, 0x8e, 0xff, 0xf7, 0x98, 0x03, 0x81, 0x03, 0xd2, 0x69, 0xb6, 0x33, 0x81, 0x3f, 0xc6, 0x0c,
 ];
 
-fn kv(k: &str, v: Value) -> KeyValue {
+pub(super) fn kv(k: &str, v: Value) -> KeyValue {
     KeyValue {
         key: k.into(),
         value: Some(AnyValue { value: Some(v) }),
     }
 }
 
-fn s(k: &str, v: &str) -> KeyValue {
+pub(super) fn s(k: &str, v: &str) -> KeyValue {
     kv(k, Value::StringValue(v.into()))
 }
 
-fn span(id: u8, parent: Option<u8>, start_ns: u64, attributes: Vec<KeyValue>) -> Span {
+pub(super) fn span(id: u8, parent: Option<u8>, start_ns: u64, attributes: Vec<KeyValue>) -> Span {
     Span {
         trace_id: TRACE.to_vec(),
         span_id: vec![0, 0, 0, 0, 0, 0, 0, id],
@@ -39,7 +42,7 @@ fn span(id: u8, parent: Option<u8>, start_ns: u64, attributes: Vec<KeyValue>) ->
     }
 }
 
-fn request(project: Option<&str>, spans: Vec<Span>) -> ExportTraceServiceRequest {
+pub(super) fn request(project: Option<&str>, spans: Vec<Span>) -> ExportTraceServiceRequest {
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {
@@ -57,9 +60,9 @@ fn request(project: Option<&str>, spans: Vec<Span>) -> ExportTraceServiceRequest
     }
 }
 
-const T0: u64 = 1_767_225_600_000_000_000;
+pub(super) const T0: u64 = 1_767_225_600_000_000_000;
 
-fn tool(id: u8, start: u64, args: &str) -> Span {
+pub(super) fn tool(id: u8, start: u64, args: &str) -> Span {
     span(
         id,
         Some(1),
@@ -437,7 +440,7 @@ fn receiver(keys: &[(&str, &str)]) -> (Router, mpsc::Receiver<Job>) {
         cfg.api_keys.insert(k.to_string(), p.to_string());
     }
     let (tx, rx) = mpsc::channel(64);
-    let r = router(Arc::new(Receiver {
+    let r = super::http::router(Arc::new(Receiver {
         keys: crate::ingest::key_table(&cfg).unwrap(),
         default_project: "d".into(),
         jobs: tx,

@@ -1,7 +1,8 @@
 """What the guard knows about watched runs: pure bookkeeping, no Kafka, no threads of its own.
 
 The guard's consumer thread calls `offer()` with each decoded output event of a watched run;
-agent threads call `stop_of()` (a dict lookup) before each step. Signals are delivered at least
+agent threads call `stop_of()` (a dict lookup) before each step, and `steer()` before a model
+call (see `steering`). Signals are delivered at least
 once, so a repeated `event_id` is counted and otherwise ignored: a run stops once, however many
 copies of its stop signal arrive.
 """
@@ -49,7 +50,7 @@ class LoopDetected(Exception):
 
 
 class _Run:
-    __slots__ = ("project_id", "seen", "signals", "strongest", "stop", "terminated")
+    __slots__ = ("project_id", "seen", "signals", "strongest", "stop", "terminated", "steerable")
 
     def __init__(self, project_id: Optional[str]):
         self.project_id = project_id
@@ -58,13 +59,22 @@ class _Run:
         self.strongest: Optional[Dict[str, Any]] = None
         self.stop: Optional[LoopDetected] = None
         self.terminated: Optional[Dict[str, Any]] = None
+        # A hook asked for this run's steers (`steer()`): its agent can be steered, so a stop
+        # on a loop it was not told about yet becomes a steer first (see `Steering.hold_stop`).
+        # A run only ever `check`ed is stopped on its first stop, as before steering.
+        self.steerable = False
 
 
 class Verdicts:
     """Watched runs and the signals that arrived for them."""
 
-    def __init__(self, min_severity: str = "stop", max_watched: int = 100_000):
+    def __init__(self, min_severity: str = "stop", max_watched: int = 100_000,
+                 steer_on: Optional[str] = "alert", max_steers: int = 3):
+        # Imported here: steering's module reads LoopDetected from this one.
+        from .steering import Steering
+
         self.min_rank = severity_rank(min_severity)
+        self.steering = Steering(steer_on, max_steers)
         self.min_severity = min_severity
         self.max_watched = max_watched
         self._runs: "OrderedDict[str, _Run]" = OrderedDict()
@@ -86,11 +96,13 @@ class Verdicts:
             while len(self._runs) > self.max_watched:
                 old, _ = self._runs.popitem(last=False)
                 self._stops.pop(old, None)
+                self.steering.forget(old)
 
     def unwatch(self, run_id: str) -> None:
         with self._lock:
             self._runs.pop(run_id, None)
             self._stops.pop(run_id, None)
+            self.steering.forget(run_id)
 
     def is_watched(self, run_id: str) -> bool:
         return run_id in self._runs
@@ -103,6 +115,17 @@ class Verdicts:
         if stop is not None:
             # A fresh exception per raise: re-raising one instance would grow its traceback.
             raise LoopDetected(stop.signal)
+
+    def steer(self, run_id: str):
+        """The run's pending steer (`steering.Steer`), handed over once; None once it stopped.
+        Asking marks the run as one whose agent can be steered."""
+        if run_id in self._stops:
+            return None
+        run = self._runs.get(run_id)
+        if run is not None and not run.steerable:
+            with self._lock:
+                run.steerable = True
+        return self.steering.take(run_id)
 
     def verdict(self, run_id: str) -> Optional[Dict[str, Any]]:
         """The strongest signal of the run so far (first of equals), whatever min_severity."""
@@ -148,7 +171,11 @@ class Verdicts:
             if run.strongest is None or rank > _RANK.get(run.strongest.get("severity"), -1):
                 run.strongest = event
             if run.stop is None and rank >= self.min_rank:
+                if run.steerable and self.steering.hold_stop(event):
+                    return None  # steered first; a stop after the steer stops the run
                 run.stop = LoopDetected(event)
                 self._stops[run_id] = run.stop
                 return run.stop
+            if run.stop is None:
+                self.steering.offer(event)
             return None

@@ -7,6 +7,7 @@ sends from its own thread, so a step never waits on the network.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -16,7 +17,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from confluent_kafka import Producer
 
-from .guard import Guard, _conf_key
+from ._config import kafka_conf, setting
+from .guard import Guard
 
 _UNSET: Any = object()
 
@@ -30,21 +32,23 @@ class Emitter:
 
     def __init__(
         self,
-        brokers: str,
-        topic: str = "agent.steps",
+        brokers: Optional[str] = None,
+        topic: Optional[str] = None,
         project_id: Optional[str] = None,
         *,
         agent_name: Optional[str] = None,
-        guard: Optional[Guard] = None,
+        guard: Optional[Any] = None,
         first_step_index: int = 1,
         on_error: Optional[Callable[[str], None]] = None,
         **producer_conf: Any,
     ):
+        project_id = setting(project_id, "EDDY_PROJECT_ID")
         if not project_id:
-            raise ValueError("project_id is required: eddy keys runs by (project_id, run_id)")
-        self.topic = topic
+            raise ValueError("project_id is required (or set EDDY_PROJECT_ID): eddy keys runs by "
+                             "(project_id, run_id)")
+        self.topic = setting(topic, "EDDY_INPUT_TOPIC", "agent.steps")
         self.project_id = project_id
-        self.agent_name = agent_name
+        self.agent_name = setting(agent_name, "EDDY_AGENT_NAME")
         self.guard = guard
         self.first_step_index = first_step_index
         self.on_error = on_error
@@ -52,7 +56,6 @@ class Emitter:
         self._next_index: Dict[str, int] = {}
         self._lock = threading.Lock()
         conf = {
-            "bootstrap.servers": brokers,
             # Kafka's Java partitioner: a run lands where every other producer puts it.
             "partitioner": "murmur2_random",
             # acks=all, and no duplicate or reordered step on a retry.
@@ -62,8 +65,15 @@ class Emitter:
             "compression.type": "lz4",
             "logger": logging.getLogger("eddy_agent.kafka"),
         }
-        conf.update({_conf_key(k): v for k, v in producer_conf.items()})
+        # Brokers and security from the arguments or EDDY_*; the caller's properties and
+        # confluent-kafka callbacks (error_cb, oauth_cb...) over everything, untouched.
+        conf.update(kafka_conf(brokers, producer_conf))
         self._producer = Producer(conf)
+        # Events librdkafka's queue had no room for, oldest first (AsyncEmitter only: the
+        # blocking Emitter waits instead). While any is held, later ones queue behind it so a
+        # run's events keep their order.
+        self._backlog: List[tuple] = []
+        self._wait_when_full = True
 
     # ------------------------------------------------------------------ the three kinds
     def run_started(
@@ -111,12 +121,15 @@ class Emitter:
         agent: Optional[str] = None,
         caller: Optional[str] = None,
         metadata: Optional[Dict[str, Any]] = None,
+        signal_event_id: Optional[str] = None,
         ts: Any = None,
         project_id: Optional[str] = None,
         extra: Optional[Dict[str, Any]] = None,
     ) -> int:
         """Send one step; returns its step_index. `tool_input`/`tool_output` take any JSON value
-        (None is sent as JSON null); `tool_success=None` is sent as null (unknown)."""
+        (None is sent as JSON null); `tool_success=None` is sent as null (unknown).
+        `step_type="steer"` with `signal_event_id` reports that a guard steered the agent
+        (`steering.report`)."""
         with self._lock:
             if step_index is None:
                 step_index = self._next_index.get(run_id, self.first_step_index)
@@ -125,7 +138,7 @@ class Emitter:
             "step_index": step_index, "step_type": step_type, "content": content,
             "tool_name": tool_name, "tool_latency_ms": tool_latency_ms, "tokens": tokens,
             "cost_usd": cost_usd, "tokens_in_context": tokens_in_context, "agent": agent,
-            "caller": caller, "metadata": metadata,
+            "caller": caller, "metadata": metadata, "signal_event_id": signal_event_id,
         }
         fields = {k: v for k, v in fields.items() if v is not None}
         # These three may be sent as an explicit null; leaving them out is a different event.
@@ -140,7 +153,7 @@ class Emitter:
         self,
         run_id: str,
         *,
-        status: str = "completed",
+        status: Optional[str] = None,
         termination_reason: Optional[str] = None,
         output: Optional[str] = None,
         reported_loop_detected: Optional[bool] = None,
@@ -150,9 +163,13 @@ class Emitter:
         project_id: Optional[str] = None,
         extra: Optional[Dict[str, Any]] = None,
     ) -> None:
-        """End a run. A run the guard stopped ends with termination_reason=loop_detected unless
-        another reason is given."""
-        if termination_reason is None and self.guard is not None and self.guard.stopped(run_id):
+        """End a run. A run its guard stopped ends as every hook of the package ends one:
+        `status="failed"`, `termination_reason="loop_detected"`, unless others are given; any
+        other run `status="completed"`."""
+        stopped = self.guard is not None and self.guard.stopped(run_id) is not None
+        if status is None:
+            status = "failed" if stopped else "completed"
+        if termination_reason is None and stopped:
             termination_reason = "loop_detected"
         with self._lock:
             self._next_index.pop(run_id, None)
@@ -205,13 +222,94 @@ class Emitter:
         if extra:
             event.update(extra)
         value = json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        key = run_id.encode("utf-8")
+        if self._backlog:
+            self._backlog.append((key, value))
+            return
         while True:
             try:
-                self._producer.produce(self.topic, key=run_id.encode("utf-8"), value=value,
+                self._producer.produce(self.topic, key=key, value=value,
                                        on_delivery=self._delivered)
                 break
             except BufferError:
                 # librdkafka's local queue is full (queue.buffering.max.*): the broker is away
                 # or slower than the fleet. Waiting is the only way not to drop the step.
+                if not self._wait_when_full:
+                    self._backlog.append((key, value))
+                    return
                 self._producer.poll(0.05)
         self._producer.poll(0)
+
+    def _drain_backlog(self) -> bool:
+        """Hand held events to librdkafka while it has room; True once none is held."""
+        while self._backlog:
+            key, value = self._backlog[0]
+            try:
+                self._producer.produce(self.topic, key=key, value=value,
+                                       on_delivery=self._delivered)
+            except BufferError:
+                self._producer.poll(0)
+                return False
+            self._backlog.pop(0)
+        return True
+
+
+class AsyncEmitter:
+    """`Emitter` for asyncio agents: `await run_started / step / run_finished / flush`, none of
+    which blocks the event loop. An event is queued in librdkafka as with `Emitter` (no network
+    wait); when librdkafka's queue is full (the broker away), the event is held and the call
+    awaits room in short sleeps instead of blocking the loop. Same arguments as `Emitter`."""
+
+    #: How long a call waits between tries while librdkafka's queue is full.
+    retry_s = 0.05
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.sync = Emitter(*args, **kwargs)
+        self.sync._wait_when_full = False
+        # Calls from several tasks: one at a time through the bookkeeping and the backlog.
+        self._lock = asyncio.Lock()
+
+    @property
+    def guard(self) -> Any:
+        return self.sync.guard
+
+    @property
+    def errors(self) -> List[str]:
+        return self.sync.errors
+
+    async def _room(self) -> None:
+        while not self.sync._drain_backlog():
+            await asyncio.sleep(self.retry_s)
+
+    async def run_started(self, run_id: Optional[str] = None, **kwargs: Any) -> str:
+        async with self._lock:
+            run_id = self.sync.run_started(run_id, **kwargs)
+            await self._room()
+            return run_id
+
+    async def step(self, run_id: str, **kwargs: Any) -> int:
+        async with self._lock:
+            index = self.sync.step(run_id, **kwargs)
+            await self._room()
+            return index
+
+    async def run_finished(self, run_id: str, **kwargs: Any) -> None:
+        async with self._lock:
+            self.sync.run_finished(run_id, **kwargs)
+            await self._room()
+
+    async def flush(self, timeout: float = 30.0) -> int:
+        """Wait (in a worker thread) until every event is delivered; returns how many were not."""
+        async with self._lock:
+            await self._room()
+        return await asyncio.get_running_loop().run_in_executor(None, self.sync.flush, timeout)
+
+    async def close(self, timeout: float = 30.0) -> List[str]:
+        await self.flush(timeout)
+        return list(self.sync.errors)
+
+    async def __aenter__(self) -> "AsyncEmitter":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.flush()

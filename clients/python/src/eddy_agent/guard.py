@@ -18,97 +18,48 @@ from typing import Any, Callable, Dict, List, Optional
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from ._config import kafka_conf, setting
 from ._verdicts import LoopDetected, Verdicts
+from .steering import Steer
 
 log = logging.getLogger("eddy_agent.guard")
 
 
-def _conf_key(k: str) -> str:
-    # linger_ms=5 as a keyword means librdkafka's "linger.ms".
-    return k.replace("_", ".") if "." not in k else k
+class _GuardBase:
+    """What every guard does on the agent's side, whatever brings it the signals: the Kafka
+    `Guard` and the HTTP `HttpGuard` differ only in their background thread, which hands each
+    decoded output event of a watched run to `_offer`."""
 
-
-class Guard:
-    """Watches runs and turns eddy's verdicts into `LoopDetected` at the agent's next check."""
-
-    def __init__(
-        self,
-        brokers: str,
-        topic: str = "agent.signals",
-        min_severity: str = "stop",
-        *,
-        on_stop: Optional[Callable[[LoopDetected], None]] = None,
-        lookback_s: float = 30.0,
-        refresh_s: float = 5.0,
-        wait_ready: Optional[float] = 10.0,
-        max_watched: int = 100_000,
-        start: bool = True,
-        **consumer_conf: Any,
-    ):
-        self.topic = topic
+    def __init__(self, min_severity: str, on_stop: Optional[Callable[[LoopDetected], None]],
+                 max_watched: int, steer_on: Optional[str], max_steers: int):
         self.on_stop = on_stop
-        self._verdicts = Verdicts(min_severity, max_watched)
-        self._start_ms = int((time.time() - lookback_s) * 1000)
-        self._refresh_s = refresh_s
+        self._verdicts = Verdicts(min_severity, max_watched, steer_on=steer_on,
+                                  max_steers=max_steers)
         self._ready = threading.Event()
         self._closing = threading.Event()
         self._waiters: Dict[str, List[tuple]] = {}
         self._waiters_lock = threading.Lock()
         self.errors: List[str] = []
-        conf = {
-            "bootstrap.servers": brokers,
-            # librdkafka wants a group id even for assign(); a fresh one, never joined or committed.
-            "group.id": f"eddy-agent-guard-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            # A recreated topic (offsets out of range) is read from its start: all of it is new.
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 100,
-            "socket.keepalive.enable": True,
-            "reconnect.backoff.max.ms": 1000,
-            # librdkafka's own lines (a broker away, reconnects) go to logging, not stderr.
-            "logger": logging.getLogger("eddy_agent.kafka"),
-        }
-        conf.update({_conf_key(k): v for k, v in consumer_conf.items()})
-        self._consumer = Consumer(conf)
-        self._assigned: set = set()
-        self._thread = threading.Thread(target=self._run, name="eddy-agent-guard", daemon=True)
-        if start:
-            self.start(wait_ready)
 
     def start(self, wait_ready: Optional[float] = 10.0) -> None:
-        """Start the consumer thread (done by the constructor unless `start=False`)."""
+        """Start the background thread (done by the constructor unless `start=False`)."""
         self._thread.start()
         if wait_ready:
             self.wait_ready(wait_ready)
 
-    _shared: Dict[tuple, "Guard"] = {}
-    _shared_lock = threading.Lock()
-
     @classmethod
-    def shared(cls, brokers: str, topic: str = "agent.signals", min_severity: str = "stop",
-               **kwargs: Any) -> "Guard":
-        """The process's one guard for (brokers, topic, min_severity), made on first use (with
-        `kwargs`): every agent of the process shares its consumer thread."""
-        key = (brokers, topic, min_severity)
+    def _one_per_process(cls, key: tuple, make: Callable[[], Any]) -> Any:
+        """The process's one guard of this class for `key` (a closed one is replaced), made by
+        `make` on first use. Each class keeps its own `_shared` table and lock."""
         with cls._shared_lock:
             g = cls._shared.get(key)
             if g is None or g._closing.is_set():
-                g = cls._shared[key] = cls(brokers, topic, min_severity, **kwargs)
+                g = cls._shared[key] = make()
             return g
 
-    # ------------------------------------------------------------------ agent side
     @property
     def min_severity(self) -> str:
         return self._verdicts.min_severity
-
-    def wait_ready(self, timeout: float) -> bool:
-        """True once every partition of the topic is assigned (the topic may not exist yet)."""
-        ok = self._ready.wait(timeout)
-        if not ok:
-            log.warning("eddy guard: %s not assigned after %.1fs; signals since start are still read "
-                        "once it is", self.topic, timeout)
-        return ok
 
     def watch(self, run_id: str, project_id: Optional[str] = None) -> None:
         """Act on this run's signals (only of `project_id`, when given)."""
@@ -125,6 +76,18 @@ class Guard:
         if stop is not None:
             raise LoopDetected(stop.signal)
 
+    def steer(self, run_id: str) -> Optional[Steer]:
+        """eddy's corrective message for the run, once per loop: on a signal of at least
+        `steer_on` (default alert), or on the first stop of a loop it was not told about yet:
+        asking marks the run as steerable, so that stop is held for the steer and only a stop
+        after it raises. A framework hook puts `.message` into the agent's next model call and reports it (`steering.steer_or_stop` does both). A dict
+        lookup, like `check`."""
+        return self._verdicts.steer(run_id)
+
+    @property
+    def steer_on(self) -> Optional[str]:
+        return self._verdicts.steering.steer_on
+
     def stopped(self, run_id: str) -> Optional[LoopDetected]:
         """The run's stop (not raised), or None."""
         return self._verdicts.stop_of(run_id)
@@ -140,11 +103,6 @@ class Guard:
     def terminated(self, run_id: str) -> Optional[Dict[str, Any]]:
         """eddy's run_terminated record for the run, once it arrived."""
         return self._verdicts.terminated(run_id)
-
-    def stats(self) -> Dict[str, int]:
-        v = self._verdicts
-        return {"received": v.received, "duplicates": v.duplicates, "ignored": v.ignored,
-                "partitions": len(self._assigned)}
 
     async def wait_for_stop(self, run_id: str, timeout: Optional[float] = None) -> LoopDetected:
         """Resolve with the run's `LoopDetected` (not raised) once it stops; asyncio.TimeoutError
@@ -170,18 +128,112 @@ class Guard:
         """`check` for coroutines (it does not wait either)."""
         self.check(run_id)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self, timeout: float = 10.0) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ delivery
+    def _offer(self, event: Dict[str, Any]) -> None:
+        stop = self._verdicts.offer(event)
+        if stop is not None:
+            self._fire(stop.run_id, stop)
+
+    def _fire(self, run_id: str, stop: LoopDetected) -> None:
+        with self._waiters_lock:
+            waiters = self._waiters.pop(run_id, [])
+        for loop, fut in waiters:
+            loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(stop))
+        if self.on_stop is not None:
+            try:
+                self.on_stop(stop)
+            except Exception:
+                log.exception("eddy guard: on_stop callback failed")
+
+
+class Guard(_GuardBase):
+    """Watches runs and turns eddy's verdicts into `LoopDetected` at the agent's next check, and
+    its alerts into a corrective message for the agent's next model call (`steer`)."""
+
+    def __init__(
+        self,
+        brokers: Optional[str] = None,
+        topic: Optional[str] = None,
+        min_severity: str = "stop",
+        *,
+        on_stop: Optional[Callable[[LoopDetected], None]] = None,
+        lookback_s: float = 30.0,
+        refresh_s: float = 5.0,
+        wait_ready: Optional[float] = 10.0,
+        max_watched: int = 100_000,
+        steer_on: Optional[str] = "alert",
+        max_steers: int = 3,
+        start: bool = True,
+        **consumer_conf: Any,
+    ):
+        super().__init__(min_severity, on_stop, max_watched, steer_on, max_steers)
+        self.topic = setting(topic, "EDDY_OUTPUT_TOPIC", "agent.signals")
+        self._start_ms = int((time.time() - lookback_s) * 1000)
+        self._refresh_s = refresh_s
+        conf = {
+            # librdkafka wants a group id even for assign(); a fresh one, never joined or committed.
+            "group.id": f"eddy-agent-guard-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            # A recreated topic (offsets out of range) is read from its start: all of it is new.
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+            "socket.keepalive.enable": True,
+            "reconnect.backoff.max.ms": 1000,
+            # librdkafka's own lines (a broker away, reconnects) go to logging, not stderr.
+            "logger": logging.getLogger("eddy_agent.kafka"),
+        }
+        # Brokers and security from the arguments or EDDY_*; the caller's properties and
+        # confluent-kafka callbacks (error_cb, oauth_cb...) over everything, untouched.
+        conf.update(kafka_conf(brokers, consumer_conf))
+        self._consumer = Consumer(conf)
+        self._assigned: set = set()
+        self._thread = threading.Thread(target=self._run, name="eddy-agent-guard", daemon=True)
+        if start:
+            self.start(wait_ready)
+
+    _shared: Dict[tuple, "Guard"] = {}
+    _shared_lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, brokers: Optional[str] = None, topic: Optional[str] = None,
+               min_severity: str = "stop", **kwargs: Any) -> "Guard":
+        """The process's one guard for (brokers, topic, min_severity, steer_on), made on first
+        use (with `kwargs`): every agent of the process shares its consumer thread."""
+        brokers = setting(brokers, "EDDY_KAFKA_BROKERS")
+        topic = setting(topic, "EDDY_OUTPUT_TOPIC", "agent.signals")
+        key = (brokers, topic, min_severity, kwargs.get("steer_on", "alert"))
+        return cls._one_per_process(key, lambda: cls(brokers, topic, min_severity, **kwargs))
+
+    # ------------------------------------------------------------------ agent side
+    def wait_ready(self, timeout: float) -> bool:
+        """True once every partition of the topic is assigned (the topic may not exist yet)."""
+        ok = self._ready.wait(timeout)
+        if not ok:
+            log.warning("eddy guard: %s not assigned after %.1fs; signals since start are still read "
+                        "once it is", self.topic, timeout)
+        return ok
+
+    def stats(self) -> Dict[str, int]:
+        v = self._verdicts
+        return {"received": v.received, "duplicates": v.duplicates, "ignored": v.ignored,
+                "partitions": len(self._assigned)}
+
     def close(self, timeout: float = 10.0) -> None:
         self._closing.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
         else:
             self._consumer.close()
-
-    def __enter__(self) -> "Guard":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ consumer thread
     def _run(self) -> None:
@@ -194,7 +246,9 @@ class Guard:
                     self._refresh()
                     next_refresh = now + (self._refresh_s if self._ready.is_set() else 0.5)
                 if not self._assigned:
-                    self._closing.wait(0.1)
+                    # A poll, not a sleep: it serves the callbacks (error_cb, stats_cb) while
+                    # the topic is not there yet.
+                    c.poll(0.1)
                     continue
                 # poll() returns at the first record; consume() would wait for its whole batch
                 # or the timeout. What else is already here is then drained without waiting.
@@ -227,20 +281,7 @@ class Guard:
             event = json.loads(value)
         except ValueError:
             return
-        stop = self._verdicts.offer(event)
-        if stop is not None:
-            self._fire(run_id, stop)
-
-    def _fire(self, run_id: str, stop: LoopDetected) -> None:
-        with self._waiters_lock:
-            waiters = self._waiters.pop(run_id, [])
-        for loop, fut in waiters:
-            loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(stop))
-        if self.on_stop is not None:
-            try:
-                self.on_stop(stop)
-            except Exception:
-                log.exception("eddy guard: on_stop callback failed")
+        self._offer(event)
 
     def _refresh(self) -> None:
         """Assign partitions not assigned yet, each from the first signal since the guard started."""

@@ -53,7 +53,8 @@ class EddyEpisodes(gymnasium.Wrapper):
         stop = self._stopped()
         if stop is not None:
             # The step is not taken: the policy is stuck, more of it only costs.
-            self._end("completed", "loop_detected")
+            # As every hook ends a stopped run (Emitter.run_finished's default for it).
+            self._end("failed", "loop_detected")
             return self._last_obs, 0.0, False, True, {"eddy_stop": stop}
         t0 = time.monotonic()
         obs, reward, terminated, truncated, info = self.env.step(action)

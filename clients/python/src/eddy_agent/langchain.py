@@ -108,6 +108,20 @@ class EddyCallbackHandler(BaseCallbackHandler):
             self._finish(self.run_id, error)
             self._started.discard(self.run_id)
 
+    def run_for(self, config: Optional[Dict[str, Any]]) -> Optional[str]:
+        """The eddy run of the LangChain run a node or tool is in, from its `config` (LangGraph
+        passes a node its config; the node's run is a child of the invocation this handler
+        saw start). With a fixed `run_id`, that one."""
+        if self.run_id is not None:
+            return self.run_id
+        callbacks = (config or {}).get("callbacks")
+        parent = getattr(callbacks, "parent_run_id", None)
+        with self._lock:
+            if parent is not None and parent in self._owner:
+                return self._owner[parent]
+            roots = list(self._roots.values())
+        return roots[0] if len(roots) == 1 else None
+
     def _check(self, eddy_run: str) -> None:
         if self.guard is None:
             return

@@ -55,8 +55,8 @@ impl Default for NearDupConfig {
             similarity: 0.3,
             similarity_data: 0.6,
             rich_data_words: 12,
-            levels: Levels::new(3, 4, 8),
-            levels_strong: Levels::new(3, 3, 8),
+            levels: Levels::new(3, 4, 5),
+            levels_strong: Levels::new(3, 3, 3),
         }
     }
 }
@@ -242,8 +242,10 @@ impl NearDupState {
             }
             _ => None,
         };
+        // A permanent failure is stagnant by the shape of its refusal: the same error naming
+        // the slightly different thing each call asked for.
         let result = match &v.failure {
-            Some(f) => f.error_key,
+            Some(f) => f.shape_key,
             None => bag_key.unwrap_or(v.output_key),
         };
         let cur = Call {

@@ -2,8 +2,8 @@
 //! from the error fields of the output, word by word, never from substrings (a file called
 //! `auth.py` is no auth failure).
 use super::lexicon::{
-    ERROR_FIELDS, FAILURE_MARKERS, PERMANENT_PHRASES, PERMANENT_WORDS, RETRYABLE_PHRASES,
-    RETRYABLE_WORDS,
+    ERROR_FIELDS, FAILURE_MARKERS, NOT_FOUND_PHRASES, NOT_FOUND_WORDS, PERMANENT_PHRASES,
+    PERMANENT_WORDS, RETRYABLE_PHRASES, RETRYABLE_WORDS, SCHEMA_WORDS,
 };
 use crate::contract::Step;
 use crate::engine::detectors::{DetectorConfig, ToolPolicy};
@@ -38,6 +38,15 @@ pub struct Failure {
     pub class: FailClass,
     /// Normalised error text identity (volatile values removed, lowercase, whitespace collapsed).
     pub error_key: u64,
+    /// For permanent failures that refuse the request (denied, invalid, unrecognised), the
+    /// identity of the error's main message with what names the request masked (quoted values,
+    /// identifiers, paths, ARNs, numbers, positions): `Unrecognized name: user_id at [1:8]` and
+    /// `Unrecognized name: userId at [1:22]` are one refusal. The error key otherwise, and for
+    /// "not found": a batch of lookups meets one for each entity that is missing.
+    pub shape_key: u64,
+    /// A permanent failure saying the thing asked for does not exist (and it is no part of a
+    /// schema): lookups of different things that do not exist are a batch, not a loop.
+    pub not_found: bool,
     pub text: String,
 }
 
@@ -164,12 +173,109 @@ pub(super) fn classify_failure(
             .chain(policy.map_or(&[][..], |p| p.recoverable_errors.as_slice()))
             .any(|p| toks.has_phrase_str(p))
     };
-    if text.len() > MEMO_TEXT_MAX {
+    let mut f = if text.len() > MEMO_TEXT_MAX {
         let e = ErrorInfo::of(&text);
-        return Some(e.failure(recoverable(&e.words)));
+        e.failure(recoverable(&e.words))
+    } else {
+        let e = error_info(&text, memo);
+        e.failure(recoverable(&e.words))
+    };
+    if f.class == FailClass::Permanent {
+        match main_message(out, 0) {
+            Some(m) if not_found(m) => f.not_found = true,
+            Some(m) => f.shape_key = shape_key(m),
+            None => {}
+        }
     }
-    let e = error_info(&text, memo);
-    Some(e.failure(recoverable(&e.words)))
+    Some(f)
+}
+
+/// The main message of an error output: its first error-ish field that holds text, looked up
+/// through nested error objects (`{"error": {"message": ...}}`) and lists (`"errors": [...]`);
+/// the first line of a text output.
+fn main_message<'j>(out: &'j Json<'_>, depth: usize) -> Option<&'j str> {
+    const FIELDS: &[&str] = &[
+        "error",
+        "errors",
+        "message",
+        "errorMessage",
+        "error_message",
+        "msg",
+        "detail",
+        "reason",
+    ];
+    if depth > 4 {
+        return None;
+    }
+    match out {
+        Json::String(s) => s.lines().find(|l| !l.trim().is_empty()),
+        Json::Object(m) => FIELDS
+            .iter()
+            .filter_map(|k| m.get(k))
+            .find_map(|v| main_message(v, depth + 1)),
+        Json::Array(a) => a.first().and_then(|v| main_message(v, depth + 1)),
+        _ => None,
+    }
+}
+
+/// Whether an error message says the thing asked for does not exist (and it is no part of a
+/// schema).
+fn not_found(message: &str) -> bool {
+    let w = Words::of(message);
+    (w.iter().any(|t| NOT_FOUND_WORDS.contains(&t))
+        || NOT_FOUND_PHRASES.iter().any(|p| w.has_phrase(p)))
+        && !w.iter().any(|t| SCHEMA_WORDS.contains(&t))
+}
+
+/// [`Failure::shape_key`] of a main message: lowercase words, with quoted values and every word
+/// that names something (holds a digit, an inner capital, or `_ / : . @ = [ ( < \`) masked.
+fn shape_key(message: &str) -> u64 {
+    let mut shape = String::with_capacity(message.len().min(400));
+    let mut quote: Option<char> = None;
+    let mut masked = false;
+    for c in message.chars().take(400) {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, '"' | '\'' | '`' | '‘' | '“') => {
+                quote = Some(match c {
+                    '‘' => '’',
+                    '“' => '”',
+                    c => c,
+                });
+                if !masked {
+                    shape.push_str(" * ");
+                    masked = true;
+                }
+                continue;
+            }
+            None => {
+                shape.push(c);
+                masked = false;
+                continue;
+            }
+        }
+    }
+    let mut out = String::with_capacity(shape.len());
+    for tok in shape.split_whitespace() {
+        let bare = tok.trim_matches(|c: char| matches!(c, ':' | ',' | ';' | '.' | '!' | '?'));
+        let names = bare.chars().any(|c| {
+            c.is_ascii_digit()
+                || matches!(
+                    c,
+                    '_' | '/' | ':' | '.' | '@' | '=' | '[' | '(' | '<' | '\\'
+                )
+        }) || bare.chars().skip(1).any(char::is_uppercase);
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        if names || bare == "*" {
+            out.push('*');
+        } else {
+            out.push_str(&bare.to_lowercase());
+        }
+    }
+    key64("shape", &[out.as_bytes()])
 }
 
 /// What a failure's class and identity need from its error text, apart from the configured
@@ -221,6 +327,8 @@ impl ErrorInfo {
                 self.class
             },
             error_key: self.error_key,
+            shape_key: self.error_key,
+            not_found: false,
             text: self.short.clone(),
         }
     }
@@ -288,9 +396,16 @@ mod tests {
             }
             short.truncate(end);
         }
+        let (shape_key, missing) = match (class, main_message(out, 0)) {
+            (FailClass::Permanent, Some(m)) if not_found(m) => (error_key, true),
+            (FailClass::Permanent, Some(m)) => (shape_key(m), false),
+            _ => (error_key, false),
+        };
         Failure {
             class,
             error_key,
+            shape_key,
+            not_found: missing,
             text: short,
         }
     }
@@ -335,6 +450,58 @@ mod tests {
                 "{i}"
             );
         }
+    }
+
+    /// The same refusal naming other things has one shape; other refusals do not.
+    #[test]
+    fn shapes_mask_what_an_error_names() {
+        let shape = |o: &str| {
+            let out = Json::from_value(serde_json::from_str(o).unwrap());
+            main_message(&out, 0).map(shape_key)
+        };
+        let same = [
+            (
+                r#"{"error":"column \"user_id\" does not exist","sqlstate":"42703"}"#,
+                r#"{"error":"column \"userId\" does not exist","hint":"x"}"#,
+            ),
+            (
+                r#"{"error":{"code":400,"message":"Unrecognized name: signup_date at [1:8]"}}"#,
+                r#"{"error":{"code":400,"message":"Unrecognized name: signupDate at [1:22]"}}"#,
+            ),
+            (
+                r#"{"error":"User: arn:aws:sts::1:assumed-role/a/b is not authorized to perform: s3:GetObject on resource: arn:aws:s3:::b/k1"}"#,
+                r#"{"error":"User: arn:aws:sts::1:assumed-role/a/b is not authorized to perform: s3:GetObject on resource: arn:aws:s3:::b/x/k2.gz"}"#,
+            ),
+            (
+                r#"{"error":{"message":"Invalid integer: 12.00","param":"amount"}}"#,
+                r#"{"error":{"message":"Invalid integer: \"1200\"","param":"amount"}}"#,
+            ),
+            (
+                r#""Permission denied: 'a.txt'""#,
+                r#""Permission denied: 'b/c.txt'\nmore""#,
+            ),
+        ];
+        for (a, b) in same {
+            assert_eq!(shape(a), shape(b), "{a} / {b}");
+            assert!(shape(a).is_some());
+        }
+        assert_ne!(
+            shape(r#"{"error":"column \"a\" is ambiguous"}"#),
+            shape(r#"{"error":"relation \"a\" is ambiguous"}"#)
+        );
+        // "Not found" names what is missing: a batch of lookups is not one refusal.
+        let s = step("t", "{}", "{}", Some(false));
+        let cfg = DetectorConfig::default();
+        let fail = |o: &str| {
+            let out = Json::from_value(serde_json::from_str(o).unwrap());
+            classify_failure(&cfg, None, &s, &out, &mut ErrorMemo::default()).unwrap()
+        };
+        let (a, b) = (
+            fail(r#"{"error":"No such customer: 'cus_a1'"}"#),
+            fail(r#"{"error":"No such customer: 'cus_b2'"}"#),
+        );
+        assert_eq!((a.shape_key, b.shape_key), (a.error_key, b.error_key));
+        assert!(a.not_found && b.not_found);
     }
 
     #[test]

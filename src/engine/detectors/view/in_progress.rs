@@ -2,6 +2,8 @@
 //! the tool's name, and the same answer several times in a row is waiting, not a loop.
 use super::lexicon::IN_PROGRESS;
 use crate::engine::text::{ascii_tokens, Words};
+use memchr::memmem::Finder;
+use std::sync::LazyLock;
 
 /// Whether a (short) output reports an in-progress state: a `status` / `state` / `phase` /
 /// `health` key (in JSON, YAML or `key: value` text) immediately followed by an in-progress
@@ -40,6 +42,89 @@ pub fn reports_in_progress(output_text: &str) -> bool {
     let found = toks.iter().zip(toks.iter().skip(1)).any(|(k, v)| {
         let is_key = k.ends_with("status") || k.ends_with("state") || k == "phase" || k == "health";
         is_key && IN_PROGRESS.contains(&v)
+    });
+    found
+}
+
+/// Whether an output says the call is waiting on something that has not changed yet: an
+/// in-progress state ([`reports_in_progress`]), a completion flag of a named operation still
+/// false (`{"name": "operations/123", "done": false}`, Google's long-running operations;
+/// `ready`, `complete`, `finished`), or an HTTP 304 Not Modified answer to a conditional request
+/// (polling with `If-None-Match`). An environment's `"done": false` beside its observation is
+/// no operation: a step of an episode is not a status check.
+pub fn reports_waiting(output_text: &str) -> bool {
+    output_text.len() <= 2000
+        && (reports_in_progress(output_text) || not_done(output_text) || not_modified(output_text))
+}
+
+/// Keys of a completion flag: followed by `false`, the operation is still running.
+const NOT_DONE_KEYS: &[&str] = &[
+    "done",
+    "ready",
+    "complete",
+    "completed",
+    "finished",
+    "isdone",
+    "is_done",
+    "isready",
+    "is_ready",
+];
+
+/// What names the operation a completion flag belongs to.
+const OPERATION_KEYS: &[&str] = &[
+    "name",
+    "operation",
+    "job",
+    "job_id",
+    "jobid",
+    "task",
+    "task_id",
+    "taskid",
+];
+
+/// Searchers built once: these run on nearly every tool output, most of them short, where
+/// building a searcher per call cost more than the search.
+static FALSE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("false"));
+static N304: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("304"));
+static HTTP: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("HTTP/"));
+
+fn not_done(t: &str) -> bool {
+    let b = t.as_bytes();
+    // `false`, and a flag's name (`done`, `isDone`, `ready`, `completed`, `finished`), before
+    // tokenising: most outputs have neither.
+    if FALSE.find(b).is_none() {
+        return false;
+    }
+    let has = |w: &[u8]| memchr::memmem::find(b, w).is_some();
+    if !(has(b"one") || has(b"eady") || has(b"omplete") || has(b"inished")) {
+        return false;
+    }
+    let toks = Words::of(t);
+    let flag = toks
+        .iter()
+        .zip(toks.iter().skip(1))
+        .any(|(k, v)| v == "false" && NOT_DONE_KEYS.contains(&k));
+    flag && toks.iter().any(|k| OPERATION_KEYS.contains(&k))
+}
+
+/// `"status": 304` (any `...status` or `...status_code` key) or an HTTP status line `HTTP/x 304`.
+fn not_modified(t: &str) -> bool {
+    let b = t.as_bytes();
+    if N304.find(b).is_none() {
+        return false;
+    }
+    let status_line = HTTP.find_iter(b).any(|at| {
+        let rest = &t[at + 5..];
+        let version = rest.find(' ').unwrap_or(rest.len());
+        rest[version..].trim_start().starts_with("304")
+    });
+    if status_line {
+        return true;
+    }
+    let toks = Words::of(t);
+    let found = toks.iter().zip(toks.iter().skip(1)).any(|(k, v)| {
+        v == "304"
+            && (k.ends_with("status") || k.ends_with("statuscode") || k.ends_with("status_code"))
     });
     found
 }
@@ -157,6 +242,34 @@ mod tests {
         // Bit 5 only folds letters: no other byte reads as one.
         assert!(may_hold_state_key(b"STAT") && may_hold_state_key(b"xHeAl"));
         assert!(!may_hold_state_key(b"st@t") && !may_hold_state_key(b"\x13\x14\x01\x14"));
+    }
+
+    #[test]
+    fn unfinished_operations_and_not_modified_answers_are_waiting() {
+        for t in [
+            r#"{"done":false,"name":"operations/123"}"#,
+            r#"{"job":"j-1","ready": false}"#,
+            r#"{"isReady":false,"task_id":"x"}"#,
+            r#"{"status":304,"body":null}"#,
+            r#"{"status_code":304}"#,
+            r#"{"ResponseMetadata":{"HTTPStatusCode":304}}"#,
+            r#"{"stdout":"HTTP/2 304\nserver: GitHub.com\n\n","exit_code":0}"#,
+            "HTTP/1.1 304 Not Modified\r\nETag: x",
+            r#"{"state":"running"}"#,
+        ] {
+            assert!(reports_waiting(t), "{t}");
+        }
+        for t in [
+            r#"{"done":true,"name":"operations/1","response":{}}"#,
+            r#"{"obs":"A locked door blocks the way.","r":0,"done":false}"#,
+            r#"{"ok":false}"#,
+            r#"{"enabled":false,"done_items":3}"#,
+            r#"{"status":200,"count":304}"#,
+            r#"{"stdout":"HTTP/2 200\n\n{\"id\":304}"}"#,
+            r#"{"rows":[[304]]}"#,
+        ] {
+            assert!(!reports_waiting(t), "{t}");
+        }
     }
 
     proptest::proptest! {

@@ -126,6 +126,12 @@ pub(super) const PERMANENT_WORDS: &[&str] = &[
     "nonexistent",
     "modulenotfounderror",
     "filenotfounderror",
+    // AWS error codes (`AccessDenied`, `AccessDeniedException`, EC2's `UnauthorizedOperation`),
+    // BigQuery's "Unrecognized name".
+    "accessdenied",
+    "accessdeniedexception",
+    "unauthorizedoperation",
+    "unrecognized",
 ];
 pub(super) const PERMANENT_PHRASES: &[&[&str]] = &[
     &["not", "found"],
@@ -146,6 +152,32 @@ pub(super) const PERMANENT_PHRASES: &[&[&str]] = &[
     &["is", "required"],
     &["no", "module", "named"],
     &["cannot", "import", "name"],
+    // IAM: "User: arn:... is not authorized to perform: s3:GetObject on resource: ...".
+    &["not", "authorized"],
+];
+
+/// Words and phrases of a permanent error that say the thing asked for does not exist: a batch
+/// of lookups meets them for every entity that is missing, each a different refusal. Unless the
+/// missing thing is part of a schema ([`SCHEMA_WORDS`]): a column that does not exist is a
+/// query to rewrite, not an entity to skip.
+pub(super) const NOT_FOUND_WORDS: &[&str] = &["404", "410", "enoent", "notfound", "nonexistent"];
+pub(super) const NOT_FOUND_PHRASES: &[&[&str]] = &[
+    &["not", "found"],
+    &["no", "such"],
+    &["does", "not", "exist"],
+    &["doesn't", "exist"],
+];
+
+pub(super) const SCHEMA_WORDS: &[&str] = &[
+    "column",
+    "relation",
+    "table",
+    "field",
+    "attribute",
+    "property",
+    "parameter",
+    "argument",
+    "function",
 ];
 
 /// A successful output made of one of these alone acknowledges, and carries nothing else.

@@ -16,7 +16,7 @@ mod tool_class;
 
 pub use super::class::ToolClass;
 pub use failure::{FailClass, Failure};
-pub use in_progress::reports_in_progress;
+pub use in_progress::{reports_in_progress, reports_waiting};
 pub use output::OutKind;
 
 use super::{DetectorConfig, ToolPolicy};
@@ -42,6 +42,8 @@ pub struct StepView<'a> {
     pub output_key: u64,
     pub failure: Option<Failure>,
     pub out_kind: OutKind,
+    /// The tool condenses the conversation (`summarize_conversation`, `compact_history`).
+    pub condenses: bool,
 }
 
 fn fp64(fp: Option<[u8; 32]>) -> u64 {
@@ -65,8 +67,7 @@ impl<'a> StepView<'a> {
             (Some(_), Some(c)) => c,
             (Some(_), None) => match infer_class(cfg, name.flags, &canon.input) {
                 ToolClass::Normal
-                    if step.tool_success != Some(false)
-                        && reports_in_progress(&canon.output_text) =>
+                    if step.tool_success != Some(false) && reports_waiting(&canon.output_text) =>
                 {
                     ToolClass::Poll
                 }
@@ -104,6 +105,7 @@ impl<'a> StepView<'a> {
             output_key,
             failure,
             out_kind,
+            condenses: name.condenses,
         }
     }
 
@@ -157,6 +159,7 @@ pub(super) mod tests {
             agent: None,
             caller: None,
             metadata: None,
+            signal_event_id: None,
         }
     }
 

@@ -5,7 +5,7 @@ use crate::engine::detectors::class::ToolClass;
 use crate::engine::detectors::DetectorConfig;
 use crate::engine::json::Json;
 use crate::engine::memo::Memo;
-use crate::engine::text::key64;
+use crate::engine::text::{contains_ci, key64};
 
 /// Calls `f` with each word of a tool name (`getJobStatus` → get, Job, Status), as a slice of
 /// it: the class lists are compared ASCII-lowercased anyway ([`class_flags`]).
@@ -60,11 +60,33 @@ fn class_flags(cfg: &DetectorConfig, cand: &str) -> u8 {
     flags
 }
 
-/// What a tool name alone decides: the class lists its words are in, and its key.
+/// What a tool name alone decides: the class lists its words are in, whether it condenses the
+/// conversation ([`condenses`]), and its key.
 #[derive(Default, Clone, Copy)]
 pub(super) struct NameInfo {
     pub(super) flags: u8,
+    pub(super) condenses: bool,
     pub(super) key: u64,
+}
+
+/// A tool that condenses the conversation (`compact_history`, `condense`,
+/// `summarize_conversation`), not one that summarises a document.
+fn condenses(tool: &str) -> bool {
+    let has = |w: &str| contains_ci(tool, w);
+    has("compact")
+        || has("condens")
+        || (has("summar")
+            && [
+                "conversation",
+                "history",
+                "context",
+                "chat",
+                "messages",
+                "memory",
+                "thread",
+            ]
+            .iter()
+            .any(|w| has(w)))
 }
 
 /// The memo of [`name_info`]. Keyed by the class words' content key too, so configurations
@@ -89,6 +111,7 @@ pub(super) fn name_info(cfg: &DetectorConfig, tool: &str, memo: &mut NameMemo) -
         flags |= class_flags(cfg, tool);
         let info = NameInfo {
             flags,
+            condenses: condenses(tool),
             // The name is memoised here already: a name key memo would store it a second time.
             key: key64("tool", &[tool.as_bytes()]),
         };

@@ -25,6 +25,8 @@ pub mod changelog;
 pub mod config;
 pub mod contract;
 #[cfg(feature = "server")]
+pub mod daemon;
+#[cfg(feature = "server")]
 pub mod emit;
 pub mod engine;
 pub mod eval;

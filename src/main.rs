@@ -185,19 +185,9 @@ fn main() -> Result<()> {
         } => replay(cli.config.as_deref(), &file, partitions, summary),
         Cmd::Run { common } => {
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
-            runtime()?.block_on(async {
-                let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
-                let Config {
-                    kafka,
-                    clickhouse,
-                    worker,
-                    engine,
-                    ..
-                } = cfg;
-                let stop = eddy::worker::shutdown_on_signal(grace);
-                eddy::worker::run(kafka, clickhouse, worker, engine, stop).await
-            })?;
-            Ok(())
+            daemon(cfg, |cfg, stop| {
+                eddy::worker::run(cfg.kafka, cfg.clickhouse, cfg.worker, cfg.engine, stop)
+            })
         }
         Cmd::Config {
             cmd: ConfigCmd::Check { common },
@@ -260,12 +250,9 @@ fn main() -> Result<()> {
             let mut overrides = common.overrides();
             overrides.extend(addr.map(|a| ("ingest_addr", a)));
             let cfg = Config::load(cli.config.as_deref(), &overrides)?;
-            runtime()?.block_on(async {
-                let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
-                let stop = eddy::worker::shutdown_on_signal(grace);
-                eddy::ingest::serve(cfg.kafka, cfg.ingest, cfg.verdicts, stop).await
-            })?;
-            Ok(())
+            daemon(cfg, |cfg, stop| {
+                eddy::ingest::serve(cfg.kafka, cfg.ingest, cfg.verdicts, stop)
+            })
         }
         Cmd::IngestOtlp {
             common,
@@ -276,12 +263,9 @@ fn main() -> Result<()> {
             overrides.extend(addr.map(|a| ("otlp_addr", a)));
             overrides.extend(grpc_addr.map(|a| ("otlp_grpc_addr", a)));
             let cfg = Config::load(cli.config.as_deref(), &overrides)?;
-            runtime()?.block_on(async {
-                let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
-                let stop = eddy::worker::shutdown_on_signal(grace);
-                eddy::ingest::otlp::serve(cfg.kafka, cfg.ingest, stop).await
-            })?;
-            Ok(())
+            daemon(cfg, |cfg, stop| {
+                eddy::ingest::otlp::serve(cfg.kafka, cfg.ingest, stop)
+            })
         }
         Cmd::Ui {
             common,
@@ -296,12 +280,9 @@ fn main() -> Result<()> {
                 cfg.ui.insecure_open = true;
                 cfg.validate()?;
             }
-            runtime()?.block_on(async {
-                let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
-                let stop = eddy::worker::shutdown_on_signal(grace);
-                eddy::ui::serve(cfg.kafka, cfg.clickhouse, cfg.verdicts, cfg.ui, stop).await
-            })?;
-            Ok(())
+            daemon(cfg, |cfg, stop| {
+                eddy::ui::serve(cfg.kafka, cfg.clickhouse, cfg.verdicts, cfg.ui, stop)
+            })
         }
         Cmd::FleetWatch {
             common,
@@ -309,11 +290,9 @@ fn main() -> Result<()> {
             until,
         } => {
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
-            let stats = runtime()?.block_on(async {
-                let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
-                let opts = eddy::fleet::WatchOptions { once, until };
-                let stop = eddy::worker::shutdown_on_signal(grace);
-                eddy::fleet::run(cfg.kafka, cfg.clickhouse, cfg.fleet, opts, stop).await
+            let opts = eddy::fleet::WatchOptions { once, until };
+            let stats = daemon(cfg, |cfg, stop| {
+                eddy::fleet::run(cfg.kafka, cfg.clickhouse, cfg.fleet, opts, stop)
             })?;
             eprintln!(
                 "fleet-watch: {} windows evaluated, {} alerts",
@@ -345,6 +324,24 @@ fn parse_until(s: &str) -> Result<u32, String> {
     eddy::query::parse_datetime(s)
         .and_then(|t| u32::try_from(t).ok())
         .ok_or_else(|| format!("expected epoch seconds or RFC 3339, got `{s}`"))
+}
+
+/// Every daemon's start: the async runtime, the stop token (first signal, then the grace period
+/// `shutdown_grace_ms`; `eddy::daemon`), then its work. Its admin server is its own to start,
+/// through `eddy::daemon::admin_server`, as each knows when it is ready.
+fn daemon<T, E, Fut>(
+    cfg: Config,
+    work: impl FnOnce(Config, tokio_util::sync::CancellationToken) -> Fut,
+) -> Result<T>
+where
+    Fut: std::future::Future<Output = Result<T, E>>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let grace = std::time::Duration::from_millis(cfg.worker.shutdown_grace_ms);
+    runtime()?.block_on(async {
+        let stop = eddy::daemon::shutdown_on_signal(grace);
+        Ok(work(cfg, stop).await?)
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -18,11 +18,9 @@ pub use crate::config::FleetConfig;
 pub use alert::{FleetAlert, FleetAlertResolved, Metric, Resolution, Stat};
 pub use kafka::Progress;
 
-use crate::admin::Health;
 use crate::config::{ClickHouseConfig, KafkaConfig};
 use alert::{OpenAlert, Window};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -87,10 +85,9 @@ pub async fn run(
     opts: WatchOptions,
     shutdown: CancellationToken,
 ) -> Result<PassStats, FleetError> {
-    let health = Arc::new(Health::default());
-    if let Some(addr) = &cfg.admin_addr {
-        crate::admin::serve(addr, health.clone()).await?;
-    }
+    let health =
+        crate::daemon::admin_server(cfg.admin_addr.as_deref(), crate::daemon::Readiness::Managed)
+            .await?;
     kafka::ensure_topics(&kafka, &cfg).await?;
     let sink = crate::sink::ClickHouseSink::connect(&clickhouse).await?;
     let store = store::Store::new(sink.client().clone(), &clickhouse.database);

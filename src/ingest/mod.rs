@@ -699,13 +699,10 @@ pub async fn serve(
             source,
         })?;
     let bound = listener.local_addr().map_err(IngestError::Serve)?;
-    let health = Arc::new(crate::admin::Health::default());
-    if let Some(admin) = cfg.admin_addr.as_deref().filter(|a| !a.is_empty()) {
-        // Ready means accepting requests; ClickHouse is none of the bridge's business.
-        health.set_consuming(true);
-        health.set_clickhouse_ok(true);
-        crate::admin::serve(admin, health.clone()).await?;
-    }
+    // Ready means accepting requests; ClickHouse is none of the bridge's business.
+    let health =
+        crate::daemon::admin_server(cfg.admin_addr.as_deref(), crate::daemon::Readiness::AtStart)
+            .await?;
     tracing::info!(
         addr = %bound,
         topic = %kafka.topics.input,

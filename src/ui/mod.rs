@@ -104,14 +104,11 @@ pub async fn serve(
             source,
         })?;
     let bound = listener.local_addr().map_err(UiError::Serve)?;
-    let health = Arc::new(crate::admin::Health::default());
-    if let Some(admin) = cfg.admin_addr.as_deref().filter(|a| !a.is_empty()) {
-        // Ready: ClickHouse answered at start (connect checks it) and the pages are served.
-        // Probes and scrapes need no token: this server is separate from the pages.
-        health.set_consuming(true);
-        health.set_clickhouse_ok(true);
-        crate::admin::serve(admin, health.clone()).await?;
-    }
+    // Ready at start: ClickHouse answered (connect checks it) and the pages are served.
+    // Probes and scrapes need no token: this server is separate from the pages.
+    let health =
+        crate::daemon::admin_server(cfg.admin_addr.as_deref(), crate::daemon::Readiness::AtStart)
+            .await?;
     println!("eddy ui: http://{bound}/");
     let access = gate.describe();
     if cfg.insecure_open {

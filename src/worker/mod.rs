@@ -52,60 +52,6 @@ pub enum WorkerError {
     Stuck(String),
 }
 
-/// A token cancelled on the first SIGINT/SIGTERM. A second signal, or the grace period running
-/// out, exits the process at once: a stuck flush must not outlive the orchestrator's patience.
-pub fn shutdown_on_signal(grace: Duration) -> CancellationToken {
-    let token = CancellationToken::new();
-    let t = token.clone();
-    tokio::spawn(async move {
-        let mut signals = Signals::new();
-        signals.next().await;
-        tracing::info!(
-            grace_ms = grace.as_millis() as u64,
-            "shutdown requested: flushing and committing"
-        );
-        t.cancel();
-        tokio::select! {
-            _ = signals.next() => {
-                tracing::warn!("second signal: exiting without a final flush");
-                std::process::exit(130);
-            }
-            _ = tokio::time::sleep(grace) => {
-                tracing::error!("shutdown grace period exceeded: exiting without a final commit");
-                std::process::exit(1);
-            }
-        }
-    });
-    token
-}
-
-/// SIGINT or SIGTERM, as a stream of arrivals.
-struct Signals {
-    #[cfg(unix)]
-    term: Option<tokio::signal::unix::Signal>,
-}
-
-impl Signals {
-    fn new() -> Self {
-        Self {
-            #[cfg(unix)]
-            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok(),
-        }
-    }
-
-    async fn next(&mut self) {
-        #[cfg(unix)]
-        if let Some(term) = self.term.as_mut() {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 fn wall_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -153,8 +99,9 @@ pub async fn run(
     engine: EngineConfig,
     shutdown: CancellationToken,
 ) -> Result<(), WorkerError> {
-    let health = Arc::new(Health::default());
-    admin::serve(&worker.admin_addr, health.clone()).await?;
+    let health =
+        crate::daemon::admin_server(Some(&worker.admin_addr), crate::daemon::Readiness::Managed)
+            .await?;
     source::ensure_topics(&kafka).await?;
     let sink = ClickHouseSink::connect(&clickhouse).await?;
     let version = sink.version().await?;

@@ -238,13 +238,12 @@ pub async fn serve(
         kafka.topics.input.clone(),
         jobs,
     ));
-    let health = Arc::new(crate::admin::Health::default());
-    if let Some(admin) = cfg.otlp_admin_addr.as_deref().filter(|a| !a.is_empty()) {
-        // Ready means accepting exports; ClickHouse is none of the receiver's business.
-        health.set_consuming(true);
-        health.set_clickhouse_ok(true);
-        crate::admin::serve(admin, health.clone()).await?;
-    }
+    // Ready means accepting exports; ClickHouse is none of the receiver's business.
+    let health = crate::daemon::admin_server(
+        cfg.otlp_admin_addr.as_deref(),
+        crate::daemon::Readiness::AtStart,
+    )
+    .await?;
     let local = |l: &Option<tokio::net::TcpListener>| {
         l.as_ref()
             .and_then(|l| l.local_addr().ok())

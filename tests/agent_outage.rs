@@ -27,13 +27,13 @@ fn restart_kafka() {
 fn await_ready(admin: &str, timeout: Duration) {
     let deadline = std::time::Instant::now() + timeout;
     loop {
-        let answer = common::fleet::http_get(admin, "/readyz");
-        if answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200") {
+        let answer = common::http_get(admin, "/readyz");
+        if answer.as_ref().is_some_and(|(status, _)| *status == 200) {
             return;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the worker was not ready within {timeout:?}: {answer}"
+            "the worker was not ready within {timeout:?}: {answer:?}"
         );
         std::thread::sleep(Duration::from_millis(100));
     }

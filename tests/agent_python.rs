@@ -229,22 +229,8 @@ impl Relay {
 /// then closed (`hold`) or left open.
 fn start_worker_via(cfg: &Config, relay: &Relay, hold: bool) -> Worker {
     relay.set_open(true);
-    let mut cmd = run_command(cfg);
+    let mut cmd = worker_command(cfg);
     cmd.env("EDDY_CLICKHOUSE_URL", &relay.addr)
-        .env("EDDY_LOG", "warn,eddy=info")
-        .env(
-            "EDDY_TOPIC_PARTITIONS",
-            cfg.kafka.topics.partitions.to_string(),
-        )
-        .env(
-            "EDDY_SESSION_TIMEOUT_MS",
-            cfg.kafka.session_timeout_ms.to_string(),
-        )
-        .env(
-            "EDDY_FLUSH_INTERVAL_MS",
-            cfg.worker.flush_interval_ms.to_string(),
-        )
-        .env("EDDY_PROGRESS_INTERVAL_S", "0")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn eddy run");

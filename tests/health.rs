@@ -7,31 +7,11 @@ use common::*;
 use eddy::config::Config;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// (status, body) of a GET, or None while nothing listens.
-fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).ok()?;
-    let status = resp.split_whitespace().nth(1)?.parse().ok()?;
-    let body = resp
-        .split_once("\r\n\r\n")
-        .map(|x| x.1.to_string())
-        .unwrap_or_default();
-    Some((status, body))
-}
 
 /// A worker whose stderr lines are collected as they come.
 struct Watched {
@@ -41,22 +21,8 @@ struct Watched {
 
 impl Watched {
     fn spawn(cfg: &Config, env: &[(&str, String)]) -> Self {
-        let mut cmd = run_command(cfg);
-        cmd.env("EDDY_LOG", "warn,eddy=info")
-            .env("EDDY_LOG_FORMAT", "json")
-            .env(
-                "EDDY_TOPIC_PARTITIONS",
-                cfg.kafka.topics.partitions.to_string(),
-            )
-            .env(
-                "EDDY_SESSION_TIMEOUT_MS",
-                cfg.kafka.session_timeout_ms.to_string(),
-            )
-            .env(
-                "EDDY_FLUSH_INTERVAL_MS",
-                cfg.worker.flush_interval_ms.to_string(),
-            )
-            .env("EDDY_PROGRESS_INTERVAL_S", "0")
+        let mut cmd = worker_command(cfg);
+        cmd.env("EDDY_LOG_FORMAT", "json")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         for (k, v) in env {

@@ -273,26 +273,12 @@ async fn keelwave_sdk_agents_switch_to_eddy_by_endpoint() {
     eprintln!("bridge test done in {:?}", t0.elapsed());
 }
 
-/// One HTTP/1.1 GET with the key, answered as (status, body).
-fn http_get(addr: &str, path: &str, key: &str) -> (u16, serde_json::Value) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).expect("connect to the bridge");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send request");
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).expect("read response");
-    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP response");
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status code");
+/// (status, JSON body) of a GET with the API key.
+fn get_json(addr: &str, path: &str, key: &str) -> (u16, serde_json::Value) {
+    let (status, body) = http_get_with(addr, path, Some(key)).expect("the bridge answers");
     (
         status,
-        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+        serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
     )
 }
 
@@ -422,7 +408,7 @@ async fn keelwave_sdk_agents_ask_eddys_verdict_between_steps() {
     );
     // (Its retried call is keelwave's "same input twice", an info: below every stop.)
     let path = format!("/v1/ingest/agent/runs/{healthy_run}/verdict?min_severity=alert");
-    let (status, body) = http_get(&bridge.addr, &path, &key_a);
+    let (status, body) = get_json(&bridge.addr, &path, &key_a);
     assert_eq!(
         (status, &body["data"]["verdict"]),
         (200, &serde_json::Value::Null)
@@ -442,18 +428,7 @@ async fn keelwave_sdk_agents_ask_eddys_verdict_between_steps() {
     assert_eq!(cross["reverse_status"], 404, "{cross}");
 
     // The bridge's metrics: every route, and what the verdict routes answered.
-    let metrics = {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&bridge.admin).expect("admin server");
-        write!(
-            s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .expect("send");
-        let mut text = String::new();
-        s.read_to_string(&mut text).expect("read");
-        text
-    };
+    let (_, metrics) = http_get(&bridge.admin, "/metrics").expect("admin server");
     for want in [
         r#"eddy_ingest_verdict_requests_total{route="verdict",answer="verdict"}"#,
         r#"eddy_ingest_verdict_requests_total{route="verdict",answer="not_found"}"#,
@@ -478,7 +453,7 @@ async fn keelwave_sdk_agents_ask_eddys_verdict_between_steps() {
     let path = format!("/v1/ingest/agent/runs/{looping_run}/verdict");
     let deadline = Instant::now() + Duration::from_secs(60);
     let body = loop {
-        match http_get(&bridge.addr, &path, &key_a) {
+        match get_json(&bridge.addr, &path, &key_a) {
             (200, body) => break body,
             (503, _) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await

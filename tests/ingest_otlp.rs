@@ -14,12 +14,13 @@
 //! them. Never skips.
 mod common;
 
+use common::daemon::{self, Daemon};
 use common::*;
 use eddy::contract::OutputEvent;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const PACKAGES: &str = "pip install -r scripts/python-requirements.txt (opentelemetry-sdk, \
@@ -45,13 +46,6 @@ fn require_python_modules(modules: &[&str]) {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// The receiver's addresses: OTLP/HTTP, OTLP/gRPC, admin.
 struct Addrs {
     http: String,
@@ -60,67 +54,21 @@ struct Addrs {
 }
 
 /// `eddy ingest-otlp` on the test's topics, on free ports; `keys` are `[ingest_api_keys]`.
-fn start_receiver(
-    cfg: &eddy::config::Config,
-    dir: &std::path::Path,
-    keys: &[(&str, &str)],
-) -> (Worker, Addrs) {
+fn start_receiver(cfg: &eddy::config::Config, keys: &[(&str, &str)]) -> (Daemon, Addrs) {
     let a = Addrs {
-        http: format!("127.0.0.1:{}", free_port()),
-        grpc: format!("127.0.0.1:{}", free_port()),
-        admin: format!("127.0.0.1:{}", free_port()),
+        http: free_addr(),
+        grpc: free_addr(),
+        admin: free_addr(),
     };
-    let path = dir.join("otlp.toml");
-    let mut toml = format!(
-        "kafka_brokers = {:?}\ninput_topic = {:?}\noutput_topic = {:?}\ndlq_topic = {:?}\n\
-         group_id = {:?}\ntopic_partitions = {}\notlp_addr = {:?}\notlp_grpc_addr = {:?}\n\
-         otlp_admin_addr = {:?}\n",
-        cfg.kafka.brokers,
-        cfg.kafka.topics.input,
-        cfg.kafka.topics.output,
-        cfg.kafka.topics.dlq,
-        cfg.kafka.group_id,
-        cfg.kafka.topics.partitions,
+    let toml = format!(
+        "otlp_addr = {:?}\notlp_grpc_addr = {:?}\notlp_admin_addr = {:?}\n{}",
         a.http,
         a.grpc,
         a.admin,
+        daemon::base_toml(cfg, keys)
     );
-    if !keys.is_empty() {
-        toml.push_str("[ingest_api_keys]\n");
-        for (k, p) in keys {
-            toml.push_str(&format!("{k:?} = {p:?}\n"));
-        }
-    }
-    std::fs::write(&path, toml).expect("write config");
-    let mut rx = Worker(
-        Command::new(env!("CARGO_BIN_EXE_eddy"))
-            .arg("ingest-otlp")
-            .arg("--config")
-            .arg(&path)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("EDDY_LOG", "warn,eddy=info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn eddy ingest-otlp"),
-    );
-    let start = Instant::now();
     // Both listeners are bound before the process reaches Kafka; the admin server comes last.
-    while std::net::TcpStream::connect(&a.admin).is_err() {
-        if let Ok(Some(status)) = rx.try_wait() {
-            panic!(
-                "eddy ingest-otlp exited ({status}) before listening on {}",
-                a.admin
-            );
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "eddy ingest-otlp is not listening on {} after 60 s",
-            a.admin
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let rx = daemon::start("ingest-otlp", &toml, &a.admin, false);
     for addr in [&a.http, &a.grpc] {
         std::net::TcpStream::connect(addr).expect("both transports listen");
     }
@@ -252,7 +200,7 @@ async fn otel_traced_agents_get_their_verdict_and_a_second_export_changes_nothin
     let spans_file = dir.path().join("spans.pb");
 
     let mut worker = spawn_worker(&cfg, &[]);
-    let (_rx, addrs) = start_receiver(&cfg, dir.path(), &[]);
+    let (_rx, addrs) = start_receiver(&cfg, &[]);
     let endpoint = format!("http://{}/v1/traces", addrs.http);
     let envs = [
         ("OTLP_ENDPOINT", endpoint.clone()),
@@ -418,9 +366,8 @@ async fn grpc_exporters_and_langgraph_agents_under_two_instrumentations_are_caug
         .expect("topics");
     let project = format!("keyed-{}", cfg.kafka.group_id.replace('.', "-"));
     let key = "kw_otlp_grpc_test_key";
-    let dir = tempfile::tempdir().expect("tempdir");
     let mut worker = spawn_worker(&cfg, &[]);
-    let (_rx, addrs) = start_receiver(&cfg, dir.path(), &[(key, &project)]);
+    let (_rx, addrs) = start_receiver(&cfg, &[(key, &project)]);
     let envs = [
         ("OTLP_GRPC_ENDPOINT", format!("http://{}", addrs.grpc)),
         ("EDDY_KEY", key.to_string()),

@@ -5,35 +5,7 @@ mod common;
 use common::*;
 use eddy::contract::OutputEvent;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// (status, body) of a GET, or None while nothing listens.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).ok()?;
-    let status = resp.split_whitespace().nth(1)?.parse().ok()?;
-    let body = resp
-        .split_once("\r\n\r\n")
-        .map(|x| x.1.to_string())
-        .unwrap_or_default();
-    Some((status, body))
-}
 
 fn await_http(
     port: u16,
@@ -43,7 +15,7 @@ fn await_http(
 ) -> (u16, String) {
     let start = Instant::now();
     loop {
-        if let Some((st, body)) = http_get(port, path) {
+        if let Some((st, body)) = http_get(&format!("127.0.0.1:{port}"), path) {
             if ok(st, &body) {
                 return (st, body);
             }

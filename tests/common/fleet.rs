@@ -163,18 +163,6 @@ pub fn alerts(cfg: &Config, tag: &str) -> Vec<Vec<u8>> {
     read_all(cfg, &alert_topic(cfg, tag))
 }
 
-/// The whole HTTP/1.0 response (status line, headers, body), or "" when nothing listens yet.
-pub fn http_get(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
-}
-
 /// The `fleet_alert` events among `raw` (the alert topic also carries their resolutions).
 pub fn decode(raw: &[Vec<u8>]) -> Vec<FleetAlert> {
     let mut v: Vec<FleetAlert> = raw

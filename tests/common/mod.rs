@@ -5,6 +5,7 @@
 //! testcontainers starts both. Otherwise the test fails with instructions: never a silent skip.
 #![allow(dead_code)]
 pub mod bridge;
+pub mod daemon;
 pub mod fleet;
 pub mod python_agent;
 pub mod receiver;
@@ -126,10 +127,43 @@ pub fn test_config(ep: &Endpoints, name: &str) -> Config {
     cfg
 }
 
+/// A loopback port no one listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// A loopback address no one listens on now.
 pub fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").to_string()
+    format!("127.0.0.1:{}", free_port())
+}
+
+/// (status, body) of a GET, or None while nothing listens.
+pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    http_get_with(addr, path, None)
+}
+
+/// [`http_get`] with a bearer token.
+pub fn http_get_with(addr: &str, path: &str, bearer: Option<&str>) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let auth = bearer.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).ok()?;
+    let status = resp.split_whitespace().nth(1)?.parse().ok()?;
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
+    Some((status, body))
 }
 
 /// A worker process that is killed when the test ends, however it ends.
@@ -173,8 +207,9 @@ pub fn run_command(cfg: &Config) -> Command {
     cmd
 }
 
-/// Start `eddy run` as a real process with the config passed through the environment.
-pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
+/// [`run_command`] with the test config's tuning too (partitions, session, flush, batch), and
+/// no progress lines.
+pub fn worker_command(cfg: &Config) -> Command {
     let mut cmd = run_command(cfg);
     cmd.env("EDDY_LOG", "warn,eddy=info")
         .env(
@@ -193,9 +228,14 @@ pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
             "EDDY_BATCH_MAX_MESSAGES",
             cfg.worker.batch_max_messages.to_string(),
         )
-        .env("EDDY_PROGRESS_INTERVAL_S", "0")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+        .env("EDDY_PROGRESS_INTERVAL_S", "0");
+    cmd
+}
+
+/// Start `eddy run` as a real process with the config passed through the environment.
+pub fn spawn_worker(cfg: &Config, extra_env: &[(&str, String)]) -> Worker {
+    let mut cmd = worker_command(cfg);
+    cmd.stdout(Stdio::null()).stderr(Stdio::inherit());
     for (k, v) in extra_env {
         cmd.env(k, v);
     }

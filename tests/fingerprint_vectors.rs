@@ -5,7 +5,7 @@ use eddy::contract::{Event, OutputEvent, Step};
 use eddy::engine::detectors::DetectorConfig;
 use eddy::engine::EngineConfig;
 use eddy::replay::replay_to_vec;
-use eddy::sink::rows::Source;
+use eddy::sink::rows::Origin;
 use eddy::sink::StepRow;
 use serde_json::Value;
 use std::sync::Arc;
@@ -84,7 +84,7 @@ fn step_fingerprints_match_the_vectors() {
         let row = StepRow::new(
             &s,
             &c.fps,
-            Source {
+            Origin {
                 partition: 0,
                 offset: 0,
             },
@@ -119,7 +119,7 @@ fn a_step_without_a_tool_has_no_fingerprints() {
     let row = StepRow::new(
         &s,
         &c.fps,
-        Source {
+        Origin {
             partition: 0,
             offset: 0,
         },

@@ -15,7 +15,7 @@ use common::*;
 use eddy::contract::{decode, Event};
 use eddy::engine::{partition_for, Outcome, PartitionEngine};
 use eddy::query::Table;
-use eddy::sink::rows::{push_output, RollupRow, Source};
+use eddy::sink::rows::{push_output, Origin, RollupRow};
 
 const TABLES: [&str; 4] = ["steps", "signals", "runs", "rollup_minute"];
 use eddy::sink::{Batch, ClickHouseSink, DdlOptions, StepRow};
@@ -53,7 +53,7 @@ fn fixture() -> (Batch, Vec<String>) {
     for (_, _, line) in eddy::simulate::generate(&sim) {
         let ev = decode(line.as_bytes()).expect("simulated events decode");
         let p = partition_for(&ev.key().run_id, PARTITIONS);
-        let src = Source {
+        let src = Origin {
             partition: p as i32,
             offset: offsets[p as usize],
         };

@@ -2,7 +2,7 @@
 use super::AgentError;
 use crate::config::KafkaConfig;
 use crate::contract::{RunKey, Severity, Signal};
-use crate::verdict::consumer::{self, Source};
+use crate::verdict::consumer::{self, Subscription};
 use crate::verdict::{VerdictConfig, VerdictTable, Verdicts};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,7 +54,7 @@ impl Guard {
         let verdicts = Verdicts::new(VerdictTable::watching_only(VerdictConfig::default()));
         let stop = CancellationToken::new();
         consumer::spawn(
-            Source {
+            Subscription {
                 props: cfg.client_props(),
                 topic: topic.to_string(),
                 lookback: Duration::ZERO,

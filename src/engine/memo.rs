@@ -40,12 +40,9 @@ impl<E> Memo<E> {
         }
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.table.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
     }
 }
 

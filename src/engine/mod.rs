@@ -5,37 +5,37 @@
 //! `eddy replay --partitions N` and `eddy run` over N partitions reach identical verdicts.
 //! One [`PartitionEngine`] per input partition owns the state of every run keyed to it.
 //!
-//! Here the engine and its event path (open, apply, end, evict); beside it `keys` (the run
-//! table's keys), `watermark` (partition time and idle timeouts), `snapshot` (changes for the
+//! Here the engine and its event path (open, apply, end, evict); beside it `run_table` (the run
+//! table's entries and keys), `watermark` (partition time and idle timeouts), `snapshot` (changes for the
 //! changelog, restore), `emit` (signals and verdicts), `advice` (the corrective message a
 //! signal carries), `outcome` (what callers get back) and `partitioner` (which partition a run
 //! id belongs to).
 mod advice;
-pub mod config;
 pub mod detectors;
 mod emit;
+mod engine_config;
 pub mod fingerprint;
-pub mod json;
-mod keys;
-pub mod memo;
+pub(crate) mod json;
+pub(crate) mod memo;
 mod outcome;
 mod partitioner;
-pub mod rollup;
-pub mod run;
-pub mod seen;
+pub(crate) mod rollup;
+pub(crate) mod run;
+mod run_table;
+pub(crate) mod seen;
 mod snapshot;
-pub mod text;
+pub(crate) mod text;
 mod watermark;
 
 use crate::contract::{Event, OutputEvent, RunKey};
-pub use config::EngineConfig;
 use emit::{build_signal, terminated};
+pub use engine_config::EngineConfig;
 pub use fingerprint::{Canonical, StepFingerprints};
 use hashbrown::HashTable;
-use keys::{hash_key, PackedKey, Slot};
 pub use outcome::{Change, Outcome, PartitionMeta};
 pub use partitioner::partition_for;
 pub use run::RunState;
+use run_table::{hash_key, PackedKey, Slot};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -1,7 +1,7 @@
 //! The engine's side of the changelog: the runs changed since the last flush, listed once each
 //! in a deterministic order, and the rebuild of a partition from a restored snapshot. Apart
 //! from the event path, which only marks runs changed.
-use super::keys::{hash_key, PackedKey, Slot};
+use super::run_table::{hash_key, PackedKey, Slot};
 use super::{Change, PartitionEngine, PartitionMeta, RunState};
 use crate::contract::RunKey;
 

@@ -673,7 +673,7 @@ pub async fn serve(
     let verdicts =
         Verdicts::with_journal(VerdictTable::new(verdicts), crate::verdict::JOURNAL_UPDATES);
     let reader = crate::verdict::consumer::spawn(
-        crate::verdict::consumer::Source {
+        crate::verdict::consumer::Subscription {
             props: kafka.client_props(),
             topic: kafka.topics.output.clone(),
             lookback,

@@ -12,7 +12,7 @@ const ZERO_FP: [u8; 32] = [0; 32];
 
 /// Where a row came from: its source partition and offset (the ReplacingMergeTree version).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Source {
+pub struct Origin {
     pub partition: i32,
     pub offset: i64,
 }
@@ -131,7 +131,7 @@ pub struct RollupRow {
 
 impl RollupRow {
     /// `src` is the event that closed the minute: its offset is the row's version.
-    pub fn new(c: &Closed, src: Source) -> Self {
+    pub fn new(c: &Closed, src: Origin) -> Self {
         let m = &c.minute;
         let counted = m.caught_after_steps.filter(|&n| n != UNCOUNTED);
         Self {
@@ -176,7 +176,7 @@ fn ms_of(rfc3339: &str) -> i64 {
 }
 
 impl StepRow {
-    pub fn new(step: &Step, fps: &StepFingerprints, src: Source) -> Self {
+    pub fn new(step: &Step, fps: &StepFingerprints, src: Origin) -> Self {
         Self {
             project_id: step.key.project_id.clone(),
             run_id: step.key.run_id.clone(),
@@ -212,7 +212,7 @@ impl StepRow {
 }
 
 impl SignalRow {
-    pub fn new(kind: &str, s: &Signal, src: Source) -> Self {
+    pub fn new(kind: &str, s: &Signal, src: Origin) -> Self {
         let ts_ms = ms_of(&s.ts);
         Self {
             event_id: s.event_id.clone(),
@@ -239,7 +239,7 @@ impl SignalRow {
 }
 
 impl RunRow {
-    pub fn new(t: &RunTerminated, src: Source) -> Self {
+    pub fn new(t: &RunTerminated, src: Origin) -> Self {
         let ended_ms = ms_of(&t.ts);
         Self {
             project_id: t.project_id.clone(),
@@ -279,7 +279,7 @@ impl RunRow {
 }
 
 /// Rows for one output event.
-pub fn push_output(batch: &mut super::Batch, o: &OutputEvent, src: Source) {
+pub fn push_output(batch: &mut super::Batch, o: &OutputEvent, src: Origin) {
     match o {
         OutputEvent::LoopWarning(s) | OutputEvent::LoopDetected(s) => {
             batch.signals.push(SignalRow::new(o.kind(), s, src))

@@ -8,7 +8,7 @@ use crate::sink::Batch;
 
 /// 2023-11-14T22:13:20Z.
 const T0_MS: i64 = 1_700_000_000_000;
-const SRC: Source = Source {
+const SRC: Origin = Origin {
     partition: 3,
     offset: 42,
 };

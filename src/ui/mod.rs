@@ -80,7 +80,7 @@ pub async fn serve(
     let verdicts = Verdicts::new(VerdictTable::new(verdicts));
     // No look-back: the live page shows what arrives from now on.
     let reader = consumer::spawn(
-        consumer::Source {
+        consumer::Subscription {
             props: kafka.client_props(),
             topic: kafka.topics.output.clone(),
             lookback: std::time::Duration::ZERO,

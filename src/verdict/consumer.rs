@@ -34,7 +34,7 @@ fn now_ms() -> i64 {
 }
 
 /// What to read and how to reach it.
-pub struct Source {
+pub struct Subscription {
     /// Connection and security properties (`KafkaConfig::client_props`, or just
     /// `bootstrap.servers` for an agent).
     pub props: Vec<(String, String)>,
@@ -45,12 +45,12 @@ pub struct Source {
 
 /// Start the consumer task; it runs until `shutdown` is cancelled.
 pub fn spawn(
-    source: Source,
+    subscription: Subscription,
     verdicts: Arc<Verdicts>,
     shutdown: CancellationToken,
 ) -> Result<JoinHandle<()>, VerdictError> {
     let mut cc = ClientConfig::new();
-    for (k, v) in &source.props {
+    for (k, v) in &subscription.props {
         cc.set(k, v);
     }
     // No group membership: the group id only names the client; nothing is committed under it.
@@ -63,11 +63,11 @@ pub fn spawn(
         .set("isolation.level", "read_committed");
     let consumer: StreamConsumer = cc.create().map_err(VerdictError::Create)?;
     // Fixed now, not when the brokers first answer: nothing published after this call is missed.
-    let since_ms =
-        now_ms().saturating_sub(i64::try_from(source.lookback.as_millis()).unwrap_or(i64::MAX));
+    let since_ms = now_ms()
+        .saturating_sub(i64::try_from(subscription.lookback.as_millis()).unwrap_or(i64::MAX));
     Ok(tokio::spawn(run(
         Arc::new(consumer),
-        source,
+        subscription,
         since_ms,
         verdicts,
         shutdown,
@@ -84,7 +84,7 @@ struct Progress {
 
 async fn run(
     consumer: Arc<StreamConsumer>,
-    source: Source,
+    subscription: Subscription,
     since_ms: i64,
     verdicts: Arc<Verdicts>,
     shutdown: CancellationToken,
@@ -113,13 +113,13 @@ async fn run(
                     }
                 }
                 // Transport errors are retried by librdkafka; they are only worth a log line.
-                Err(e) => tracing::warn!(error = %e, topic = %source.topic, "signals consumer"),
+                Err(e) => tracing::warn!(error = %e, topic = %subscription.topic, "signals consumer"),
             },
             _ = tick.tick() => {
                 let due = last_discovery.is_none_or(|t| t.elapsed() >= REDISCOVER);
                 if due || progress.assigned.is_empty() {
                     last_discovery = Some(std::time::Instant::now());
-                    let (c, topic) = (consumer.clone(), source.topic.clone());
+                    let (c, topic) = (consumer.clone(), subscription.topic.clone());
                     let known = progress.assigned.clone();
                     match tokio::task::spawn_blocking(move || assign_new(&c, &topic, since_ms, &known)).await {
                         Ok(Ok(added)) => {
@@ -135,10 +135,10 @@ async fn run(
                     }
                 }
                 if !progress.assigned.is_empty() && !verdicts.is_caught_up() {
-                    check_caught_up(&consumer, &source.topic, &mut progress);
+                    check_caught_up(&consumer, &subscription.topic, &mut progress);
                     if progress.catching_up.is_empty() {
                         verdicts.set_caught_up();
-                        tracing::info!(topic = %source.topic, partitions = progress.assigned.len(), runs = verdicts.table().len(), "signals consumer caught up");
+                        tracing::info!(topic = %subscription.topic, partitions = progress.assigned.len(), runs = verdicts.table().len(), "signals consumer caught up");
                     }
                 }
                 ticks = ticks.wrapping_add(1);

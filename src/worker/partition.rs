@@ -9,7 +9,7 @@ use crate::contract::input::decode_bounded;
 use crate::contract::{Event, OutputEvent, RunKey};
 use crate::emit::{DeadLetter, Emitter, Outbox};
 use crate::engine::{EngineConfig, Outcome, PartitionEngine};
-use crate::sink::rows::{push_output, RollupRow, Source};
+use crate::sink::rows::{push_output, Origin, RollupRow};
 use crate::sink::{Batch, StepRow};
 use crate::source::restore::restore_with;
 use std::collections::HashMap;
@@ -300,7 +300,7 @@ impl Task {
             }
             return Ok(false);
         }
-        let src = Source {
+        let src = Origin {
             partition: self.partition,
             offset,
         };

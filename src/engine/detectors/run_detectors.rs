@@ -2,7 +2,7 @@
 //! per-partition caches lent to each step. The record form the changelog holds is
 //! `changelog::state`'s.
 use super::compact::Lazy;
-use super::config::DetectorConfig;
+use super::detector_config::DetectorConfig;
 use super::progress::Progress;
 use super::{budget, content, context, cycle, failure, handoff, history, keelwave, neardup};
 use super::{policy, repeat, stall, view, Finding, StepView};

@@ -15,17 +15,17 @@
 //! text, `digest` hashes it (and keelwave's raw bytes), and `step` does all of it for one
 //! step, once, for every detector.
 mod canonical;
-mod config;
 mod digest;
-mod keys;
+mod fingerprint_config;
+mod key_sets;
 mod normalize;
 mod parse;
 mod step;
 
 pub use canonical::{canonical_string, write_canonical};
-pub use config::{FingerprintConfig, REDACTED, REDACT_KEYS};
 pub use digest::{canonical_input_fp, canonical_output_fp, keelwave_raw, Fp, StepFingerprints};
-pub use keys::{key_norm, KeySets, Volatility};
+pub use fingerprint_config::{FingerprintConfig, REDACTED, REDACT_KEYS};
+pub use key_sets::{key_norm, KeySets, Volatility};
 pub use step::{Canonical, TextBufs};
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Normalisation of a parsed payload: volatile keys dropped and secret keys masked at every
 //! depth, volatile values in strings (ids, times, HTTP dump headers) replaced, numbers in one
 //! form. The same rules applied while parsing are in `parse`.
-use super::config::REDACTED;
-use super::keys::{holds_headers, key_norm, with_key_norm, Volatility, REDACT, VOLATILE};
+use super::fingerprint_config::REDACTED;
+use super::key_sets::{holds_headers, key_norm, with_key_norm, Volatility, REDACT, VOLATILE};
 use crate::engine::text::normalize_volatile_cow;
 use serde_json::Value;
 use std::borrow::Cow;

@@ -2,8 +2,8 @@
 //! as the payload is read, borrowing the strings it leaves unchanged. It must give exactly
 //! what parsing with serde_json and then [`Volatility::normalize_in_place`] gives; the tests
 //! hold it to that.
-use super::config::REDACTED;
-use super::keys::{holds_headers, with_key_norm, Volatility, REDACT};
+use super::fingerprint_config::REDACTED;
+use super::key_sets::{holds_headers, with_key_norm, Volatility, REDACT};
 use super::normalize::normalize_number;
 use crate::contract::JsonText;
 use crate::engine::json::{Json, Object};

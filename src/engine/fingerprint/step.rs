@@ -1,9 +1,9 @@
 //! A step's [`Canonical`] form: its payloads parsed (or, above `max_field_bytes`, summarised),
 //! normalised, written canonically and hashed, once per step for every detector to share.
 use super::canonical::write_canonical;
-use super::config::FingerprintConfig;
 use super::digest::{canonical_input_fp, canonical_output_fp, keelwave_raw, Fp, StepFingerprints};
-use super::keys::KeySets;
+use super::fingerprint_config::FingerprintConfig;
+use super::key_sets::KeySets;
 use crate::contract::{JsonText, Step};
 use crate::engine::json::Json;
 use sha2::{Digest, Sha256};

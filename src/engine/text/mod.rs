@@ -15,21 +15,21 @@
 //! - `features`: near-duplicate features of free text and their signatures;
 //! - `keys`: SHA-256 state keys and the memo of names' keys.
 mod blocks;
-mod features;
+pub(crate) mod features;
 mod fnv;
-mod keys;
 mod minhash;
 mod normalize;
+mod state_key;
 mod stopwords;
 mod tokens;
 mod volatile;
 
-pub use features::{feature_hashes, feature_sig, message_feature_hashes};
+pub use features::{feature_sig, message_feature_hashes};
 pub use fnv::fnv64;
-pub use keys::{key64, NameKeys};
 pub use minhash::{
     estimate, minhash_into, minhash_of, signature_from, similarity, truncate, Signature, MINHASH_K,
 };
 pub use normalize::{contains_ci, normalize_error, normalize_message};
+pub use state_key::{key64, NameKeys};
 pub use tokens::{ascii_tokens, Words};
 pub use volatile::normalize_volatile_cow;

@@ -170,10 +170,6 @@ impl Words {
         self.spans.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
-
     pub fn get(&self, i: usize) -> Option<&str> {
         self.spans.get(i).map(|&(a, b)| &self.buf[a..b])
     }

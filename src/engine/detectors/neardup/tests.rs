@@ -5,7 +5,8 @@ use super::*;
 use crate::contract::Step;
 use crate::engine::detectors::DetectorConfig;
 use crate::engine::json::Json;
-use crate::engine::text::{feature_hashes, minhash_of, normalize_message, similarity};
+use crate::engine::text::features::feature_hashes;
+use crate::engine::text::{minhash_of, normalize_message, similarity};
 
 fn step(tool: &str, input: &str) -> Step {
     let mut s = crate::engine::detectors::view::tests::step(tool, input, "null", Some(true));

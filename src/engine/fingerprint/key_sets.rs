@@ -1,7 +1,7 @@
 //! The configured keys in lookup form. Every key of every payload is looked up, so the
 //! configuration is compiled once into [`KeySets`] (a hash map behind a bit filter, per tool),
 //! and [`Volatility`] borrows the set for one step's tool.
-use super::config::FingerprintConfig;
+use super::fingerprint_config::FingerprintConfig;
 use rustc_hash::FxHasher;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;

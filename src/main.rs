@@ -217,13 +217,9 @@ fn main() -> Result<()> {
             let name = name.unwrap_or_default();
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
             runtime()?.block_on(async {
-                let sink = eddy::sink::ClickHouseSink::connect(&cfg.clickhouse).await?;
-                let client = sink
-                    .client()
-                    .clone()
-                    .with_database(&cfg.clickhouse.database);
+                let client = eddy::sink::reader(&cfg.clickhouse).await?;
                 let values = params.into_iter().collect();
-                let table = eddy::query::run(&client, &name, &values).await?;
+                let table = eddy::query::execute(&client, &name, &values).await?;
                 table.print(&mut std::io::stdout())?;
                 Ok::<_, anyhow::Error>(())
             })
@@ -292,7 +288,7 @@ fn main() -> Result<()> {
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
             let opts = eddy::fleet::WatchOptions { once, until };
             let stats = daemon(cfg, |cfg, stop| {
-                eddy::fleet::run(cfg.kafka, cfg.clickhouse, cfg.fleet, opts, stop)
+                eddy::fleet::serve(cfg.kafka, cfg.clickhouse, cfg.fleet, opts, stop)
             })?;
             eprintln!(
                 "fleet-watch: {} windows evaluated, {} alerts",
@@ -308,7 +304,7 @@ fn main() -> Result<()> {
         }
         Cmd::Simulate(args) => {
             let cfg = Config::load(cli.config.as_deref(), &[])?;
-            runtime()?.block_on(eddy::simulate::run(args, &cfg.kafka))?;
+            runtime()?.block_on(eddy::simulate::produce_fleet(args, &cfg.kafka))?;
             Ok(())
         }
     }

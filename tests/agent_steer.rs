@@ -193,7 +193,7 @@ async fn a_steered_run_is_marked_in_clickhouse_and_on_the_topic() {
     .into_iter()
     .collect();
     let client = clickhouse(&cfg).with_database(&cfg.clickhouse.database);
-    let table = eddy::query::run(&client, "steering", &window)
+    let table = eddy::query::execute(&client, "steering", &window)
         .await
         .expect("steering");
     let row = |agent: &str| -> BTreeMap<String, String> {

@@ -229,7 +229,7 @@ async fn three_workers_through_a_sharded_replicated_cluster_match_one_server() {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let t = eddy::query::run(&on_single, "run_loops", &p)
+        let t = eddy::query::execute(&on_single, "run_loops", &p)
             .await
             .expect("run_loops");
         if !t.rows.is_empty() {
@@ -248,10 +248,10 @@ async fn three_workers_through_a_sharded_replicated_cluster_match_one_server() {
         let declared = eddy::query::params(eddy::query::sql_for(name, "99").expect("sql"));
         let mut params = params.clone();
         params.retain(|k, _| declared.iter().any(|(d, _)| d == k));
-        let a = eddy::query::run(&on_cluster, name, &params)
+        let a = eddy::query::execute(&on_cluster, name, &params)
             .await
             .unwrap_or_else(|e| panic!("{name} on the cluster: {e}"));
-        let b = eddy::query::run(&on_single, name, &params)
+        let b = eddy::query::execute(&on_single, name, &params)
             .await
             .unwrap_or_else(|e| panic!("{name} on one server: {e}"));
         // Ties in a query's ORDER BY may come in another order from two shards.

@@ -519,7 +519,7 @@ async fn grpc_exporters_and_langgraph_agents_under_two_instrumentations_are_caug
         numbers.iter().all(|&(b, c)| 1 <= b && b <= c),
         "{numbers:?}"
     );
-    let rollup = eddy::query::run(
+    let rollup = eddy::query::execute(
         &client,
         "agent_rollup",
         &[

@@ -411,7 +411,7 @@ async fn modern_clickhouse_answers_like_18_16() {
         let sql = eddy::query::sql_for(name, MODERN).expect("query");
         let bound = eddy::query::bind(name, sql, params).expect("bind");
         write(&d.join("queries").join(format!("{key}.sql")), &bound);
-        let t = eddy::query::run(&old, name, params)
+        let t = eddy::query::execute(&old, name, params)
             .await
             .unwrap_or_else(|e| panic!("{key} on {old_version}: {e}"));
         want.push((key.clone(), t));

@@ -95,7 +95,7 @@ async fn query_pack_answers_match_the_events() {
     );
 
     // summary: this window, and the empty one before it.
-    let s = eddy::query::run(&client, "summary", &p(&window))
+    let s = eddy::query::execute(&client, "summary", &p(&window))
         .await
         .expect("summary");
     let r = &s.rows[0];
@@ -104,7 +104,7 @@ async fn query_pack_answers_match_the_events() {
     assert_eq!(col(&s, r, "prev_runs"), "0");
 
     // health: per agent.
-    let h = eddy::query::run(&client, "health", &p(&window))
+    let h = eddy::query::execute(&client, "health", &p(&window))
         .await
         .expect("health");
     let mut want: HashMap<String, (usize, usize)> = HashMap::new();
@@ -123,7 +123,7 @@ async fn query_pack_answers_match_the_events() {
     }
 
     // runs_timeseries: buckets partition the window; their sums are the totals.
-    let ts = eddy::query::run(
+    let ts = eddy::query::execute(
         &client,
         "runs_timeseries",
         &p(&[window[0], window[1], window[2], ("bucket_seconds", "120")]),
@@ -141,7 +141,7 @@ async fn query_pack_answers_match_the_events() {
     assert_eq!(sum("loop_runs"), loop_runs);
 
     // terminations by reason.
-    let tr = eddy::query::run(&client, "terminations", &p(&window))
+    let tr = eddy::query::execute(&client, "terminations", &p(&window))
         .await
         .expect("terminations");
     let mut reasons: HashMap<String, usize> = HashMap::new();
@@ -156,7 +156,7 @@ async fn query_pack_answers_match_the_events() {
     }
 
     // loop_onset: where loops began, as the replay says.
-    let lo = eddy::query::run(&client, "loop_onset", &p(&window))
+    let lo = eddy::query::execute(&client, "loop_onset", &p(&window))
         .await
         .expect("onset");
     let mut onsets: BTreeMap<u64, usize> = BTreeMap::new();
@@ -178,7 +178,7 @@ async fn query_pack_answers_match_the_events() {
     assert_eq!(got, onsets);
 
     // top_looping_tools and loop cost: totals agree with the runs they cover.
-    let tt = eddy::query::run(&client, "top_looping_tools", &p(&window))
+    let tt = eddy::query::execute(&client, "top_looping_tools", &p(&window))
         .await
         .expect("tools");
     let tool_loops: usize = tt
@@ -187,7 +187,7 @@ async fn query_pack_answers_match_the_events() {
         .map(|r| col(&tt, r, "loop_runs").parse::<usize>().unwrap_or(0))
         .sum();
     assert_eq!(tool_loops, loop_runs);
-    let lc = eddy::query::run(&client, "loop_cost_per_agent_day", &p(&window))
+    let lc = eddy::query::execute(&client, "loop_cost_per_agent_day", &p(&window))
         .await
         .expect("cost");
     assert!(!lc.rows.is_empty());
@@ -249,7 +249,7 @@ async fn query_pack_answers_match_the_events() {
         // total and comparing the rendered lists as strings would put "[13,16]" before "[5,10]".
         want.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(&b.0)));
         let want: Vec<LoopRow> = want.into_iter().map(|(_, row)| row).collect();
-        let got = eddy::query::run(
+        let got = eddy::query::execute(
             &client,
             "run_loops",
             &p(&[("project_id", project), ("run_id", run)]),
@@ -383,7 +383,7 @@ async fn check_agent_rollup(
         e.0[1] += 1;
         e.0[2] += u64::from(t.loop_detected);
     }
-    let got = eddy::query::run(
+    let got = eddy::query::execute(
         client,
         "agent_rollup",
         &p(&[window[0], window[1], window[2], ("bucket_seconds", "300")]),

@@ -179,32 +179,50 @@ pub struct DeadLetter<'a> {
     pub offset: i64,
 }
 
+/// The properties every producer of eddy starts from (the worker's, the ingest bridges', the
+/// simulator's, fleet-watch's two): idempotent, acknowledged by every in-sync replica, keys
+/// partitioned as Kafka's Java clients do (murmur2, so they land where replay expects), then
+/// `own` (the caller's tuning), then the operator's `[kafka.producer]` properties.
+pub fn producer_config(kafka: &KafkaConfig, own: &[(&str, &str)]) -> ClientConfig {
+    let mut cc = ClientConfig::new();
+    cc.set("bootstrap.servers", &kafka.brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("partitioner", "murmur2_random");
+    for (k, v) in own {
+        cc.set(*k, *v);
+    }
+    for (k, v) in kafka.props_for(&kafka.producer) {
+        cc.set(k, v);
+    }
+    cc
+}
+
+/// Make `cc` transactional under `id`: a transaction open longer than `timeout_ms` is aborted
+/// by the broker, and a record not delivered a second before that fails in the producer first.
+pub fn set_transactional(cc: &mut ClientConfig, id: &str, timeout_ms: u32) {
+    cc.set("transactional.id", id)
+        .set("transaction.timeout.ms", timeout_ms.to_string())
+        .set(
+            "message.timeout.ms",
+            timeout_ms.saturating_sub(1000).to_string(),
+        );
+}
+
 impl Emitter {
     pub fn new(cfg: &KafkaConfig) -> Result<Self, EmitError> {
-        let mut cc = ClientConfig::new();
-        cc.set("bootstrap.servers", &cfg.brokers)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("linger.ms", "5")
-            .set("compression.type", "lz4")
-            // Same partitioner as Kafka's Java clients, so keys land where replay expects.
-            .set("partitioner", "murmur2_random")
-            .set("message.timeout.ms", "120000");
-        for (k, v) in cfg.props_for(&cfg.producer) {
-            cc.set(k, v);
-        }
+        let mut cc = producer_config(
+            cfg,
+            &[
+                ("linger.ms", "5"),
+                ("compression.type", "lz4"),
+                ("message.timeout.ms", "120000"),
+            ],
+        );
         let txn_timeout = Duration::from_millis(u64::from(cfg.transaction_timeout_ms));
         let transactional = cfg.delivery == Delivery::ExactlyOnce;
         if transactional {
-            cc.set("transactional.id", cfg.transactional_id())
-                .set(
-                    "transaction.timeout.ms",
-                    cfg.transaction_timeout_ms.to_string(),
-                )
-                .set(
-                    "message.timeout.ms",
-                    cfg.transaction_timeout_ms.saturating_sub(1000).to_string(),
-                );
+            set_transactional(&mut cc, &cfg.transactional_id(), cfg.transaction_timeout_ms);
         }
         let producer: FutureProducer = cc.create().map_err(EmitError::Create)?;
         if transactional {

@@ -4,17 +4,19 @@ use super::alert::{FleetAlert, FleetAlertResolved, OpenAlert};
 use super::FleetConfig;
 use super::FleetError;
 use crate::config::KafkaConfig;
+use crate::emit::{producer_config, set_transactional};
 use crate::source::compacted::read_to_end;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use crate::source::topics;
+use rdkafka::admin::NewTopic;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{ClientConfig, Message};
+use rdkafka::Message;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// A window's transaction (a few records) is open for well under this.
+const TXN_TIMEOUT_MS: u32 = 60_000;
 
 /// The state record: the project's windows are evaluated up to `evaluated_until` (exclusive).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,33 +73,16 @@ pub async fn ensure_topics(kafka: &KafkaConfig, fleet: &FleetConfig) -> Result<(
     if !kafka.topics.create {
         return Ok(());
     }
-    let mut cc = ClientConfig::new();
-    for (k, v) in kafka.client_props() {
-        cc.set(k, v);
-    }
-    let admin: AdminClient<DefaultClientContext> = cc.create()?;
-    // -1 asks the broker for its `default.replication.factor`.
-    let repl = || TopicReplication::Fixed(kafka.topics.replication.unwrap_or(-1));
-    let mut topics = vec![
+    let admin = topics::admin(kafka)?;
+    let repl = || topics::replication(kafka);
+    let mut new = vec![
         NewTopic::new(&fleet.alert_topic, kafka.topics.partitions, repl()),
         NewTopic::new(&fleet.state_topic, 1, repl()).set("cleanup.policy", "compact"),
     ];
     if !fleet.notify.destinations.is_empty() {
-        topics.push(NewTopic::new(&fleet.notify.dlq_topic, 1, repl()));
+        new.push(NewTopic::new(&fleet.notify.dlq_topic, 1, repl()));
     }
-    let results = admin
-        .create_topics(
-            &topics,
-            &AdminOptions::new().operation_timeout(Some(TIMEOUT)),
-        )
-        .await?;
-    for r in results {
-        match r {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((topic, code)) => return Err(FleetError::CreateTopic { topic, code }),
-        }
-    }
-    Ok(())
+    Ok(topics::create(&admin, &new).await?)
 }
 
 /// A transactional producer: a window's alerts and its progress record commit together, so a
@@ -115,17 +100,8 @@ impl Publisher {
         fleet: &FleetConfig,
         database: &str,
     ) -> Result<Self, FleetError> {
-        let mut cc = ClientConfig::new();
-        cc.set("bootstrap.servers", &kafka.brokers)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("partitioner", "murmur2_random")
-            .set("transactional.id", fleet.transactional_id(database))
-            .set("transaction.timeout.ms", "60000")
-            .set("message.timeout.ms", "55000");
-        for (k, v) in kafka.props_for(&kafka.producer) {
-            cc.set(k, v);
-        }
+        let mut cc = producer_config(kafka, &[]);
+        set_transactional(&mut cc, &fleet.transactional_id(database), TXN_TIMEOUT_MS);
         let producer: FutureProducer = cc.create()?;
         producer.init_transactions(TIMEOUT)?;
         Ok(Self {
@@ -246,16 +222,12 @@ impl NotifyLog {
         fleet: &FleetConfig,
         database: &str,
     ) -> Result<Self, FleetError> {
-        let mut cc = ClientConfig::new();
-        cc.set("bootstrap.servers", &kafka.brokers)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("transactional.id", fleet.notify_transactional_id(database))
-            .set("transaction.timeout.ms", "60000")
-            .set("message.timeout.ms", "55000");
-        for (k, v) in kafka.props_for(&kafka.producer) {
-            cc.set(k, v);
-        }
+        let mut cc = producer_config(kafka, &[]);
+        set_transactional(
+            &mut cc,
+            &fleet.notify_transactional_id(database),
+            TXN_TIMEOUT_MS,
+        );
         let producer: FutureProducer = cc.create()?;
         producer.init_transactions(TIMEOUT)?;
         Ok(Self {

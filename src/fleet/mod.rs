@@ -28,11 +28,8 @@ use tokio_util::sync::CancellationToken;
 pub enum FleetError {
     #[error("Kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
-    #[error("cannot create topic {topic}: {code}")]
-    CreateTopic {
-        topic: String,
-        code: rdkafka::types::RDKafkaErrorCode,
-    },
+    #[error(transparent)]
+    Topics(#[from] crate::source::SourceError),
     #[error("ClickHouse: {0}")]
     ClickHouse(#[from] clickhouse::error::Error),
     #[error(transparent)]
@@ -78,7 +75,7 @@ pub struct PassStats {
 /// shutdown is checked between windows.
 ///
 /// Takes its own section, Kafka for the alert and state topics and ClickHouse for the rollups.
-pub async fn run(
+pub async fn serve(
     kafka: KafkaConfig,
     clickhouse: ClickHouseConfig,
     cfg: FleetConfig,
@@ -89,8 +86,10 @@ pub async fn run(
         crate::daemon::admin_server(cfg.admin_addr.as_deref(), crate::daemon::Readiness::Managed)
             .await?;
     kafka::ensure_topics(&kafka, &cfg).await?;
-    let sink = crate::sink::ClickHouseSink::connect(&clickhouse).await?;
-    let store = store::Store::new(sink.client().clone(), &clickhouse.database);
+    let store = store::Store::new(
+        crate::sink::reader(&clickhouse).await?,
+        &clickhouse.database,
+    );
     let publisher =
         tokio::task::block_in_place(|| kafka::Publisher::new(&kafka, &cfg, &clickhouse.database))?;
     let state = tokio::task::block_in_place(|| kafka::read_state(&kafka, &cfg))?;

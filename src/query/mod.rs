@@ -306,8 +306,8 @@ impl Table {
     }
 }
 
-/// Run a pack query against `client` (whose database is eddy's).
-pub async fn run(
+/// Execute a pack query against `client` (whose database is eddy's).
+pub async fn execute(
     client: &clickhouse::Client,
     name: &str,
     values: &BTreeMap<String, String>,

@@ -390,7 +390,16 @@ impl Batch {
     }
 }
 
+/// A checked client for the readers (`eddy ui`, `eddy query`, fleet-watch), with eddy's
+/// database selected: the same connection as the sink's (credentials, TLS, cluster settings,
+/// the first request's diagnosis), through which they write nothing.
+pub async fn reader(cfg: &ClickHouseConfig) -> Result<clickhouse::Client, SinkError> {
+    let sink = ClickHouseSink::connect(cfg).await?;
+    Ok(sink.client.with_database(&cfg.database))
+}
+
 impl ClickHouseSink {
+    /// The sink of `eddy run` and `eddy migrate`: connected, and its first request answered.
     pub async fn connect(cfg: &ClickHouseConfig) -> Result<Self, SinkError> {
         let mut client = http_client(cfg)?
             .with_url(&cfg.url)

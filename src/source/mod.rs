@@ -2,10 +2,10 @@
 pub mod compacted;
 pub mod group;
 pub mod restore;
+pub(crate) mod topics;
 
 use crate::config::KafkaConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::admin::NewTopic;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol, StreamConsumer,
@@ -324,19 +324,14 @@ fn security_error(cfg: &KafkaConfig, code: RDKafkaErrorCode, reason: String) -> 
 
 /// Create missing topics and check that the changelog is co-partitioned with the input.
 pub async fn ensure_topics(cfg: &KafkaConfig) -> Result<(), SourceError> {
-    let mut cc = ClientConfig::new();
-    for (k, v) in cfg.client_props() {
-        cc.set(k, v);
-    }
     probe_connection(cfg)?;
-    let admin: AdminClient<DefaultClientContext> = cc.create()?;
+    let admin = topics::admin(cfg)?;
     let changelog = cfg.changelog_topic();
     if cfg.topics.create {
-        // -1 asks the broker for its `default.replication.factor` (CreateTopics v4, KIP-464).
-        let repl = || TopicReplication::Fixed(cfg.topics.replication.unwrap_or(-1));
+        let repl = || topics::replication(cfg);
         let plain = [&cfg.topics.input, &cfg.topics.output, &cfg.topics.dlq];
         let max_bytes = cfg.topics.max_message_bytes.map(|n| n.to_string());
-        let mut topics: Vec<NewTopic<'_>> = plain
+        let mut new: Vec<NewTopic<'_>> = plain
             .iter()
             .map(|t| {
                 let nt = NewTopic::new(t, cfg.topics.partitions, repl());
@@ -346,17 +341,17 @@ pub async fn ensure_topics(cfg: &KafkaConfig) -> Result<(), SourceError> {
                 }
             })
             .collect();
-        create(&admin, &topics).await?;
+        topics::create(&admin, &new).await?;
         // The changelog must match the input's *actual* partition count, which may predate us.
         let input_parts = partition_count(&admin, &cfg.topics.input)?;
-        topics = vec![NewTopic::new(&changelog, input_parts as i32, repl())
+        new = vec![NewTopic::new(&changelog, input_parts as i32, repl())
             .set("cleanup.policy", "compact")
             // Keep restore time bounded by live runs, not history: roll segments often and
             // let the cleaner run early so superseded snapshots and tombstones go away.
             .set("segment.ms", "600000")
             .set("min.cleanable.dirty.ratio", "0.1")
             .set("delete.retention.ms", "3600000")];
-        create(&admin, &topics).await?;
+        topics::create(&admin, &new).await?;
     }
     let input_partitions = partition_count(&admin, &cfg.topics.input)?;
     let changelog_partitions = partition_count(&admin, &changelog)?;
@@ -371,34 +366,7 @@ pub async fn ensure_topics(cfg: &KafkaConfig) -> Result<(), SourceError> {
     Ok(())
 }
 
-async fn create(
-    admin: &AdminClient<DefaultClientContext>,
-    topics: &[NewTopic<'_>],
-) -> Result<(), SourceError> {
-    let results = admin
-        .create_topics(
-            topics,
-            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
-        )
-        .await?;
-    for r in results {
-        match r {
-            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((topic, code)) => {
-                return Err(SourceError::CreateTopic {
-                    topic,
-                    source: code,
-                })
-            }
-        }
-    }
-    Ok(())
-}
-
-fn partition_count(
-    admin: &AdminClient<DefaultClientContext>,
-    topic: &str,
-) -> Result<usize, SourceError> {
+fn partition_count(admin: &topics::Admin, topic: &str) -> Result<usize, SourceError> {
     // A topic just created may take a moment to appear in metadata: wait for it, bounded.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {

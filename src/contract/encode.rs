@@ -6,59 +6,62 @@ use super::input::{format_ts, Event, ReportedTotals, RunStatus, TerminationReaso
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+/// One v1 input event as it goes on the wire (`schemas/v1/input-event.schema.json`), borrowing
+/// its text: the one writer of that shape, for [`encode`] and for the ingest bridge, which
+/// builds it from keelwave's requests (their raw JSON kept byte for byte).
 #[derive(Serialize, Default)]
-struct Wire<'a> {
-    v: u8,
-    kind: &'static str,
-    project_id: &'a str,
-    run_id: &'a str,
-    ts: String,
+pub struct WireEvent<'a> {
+    pub v: u8,
+    pub kind: &'static str,
+    pub project_id: &'a str,
+    pub run_id: &'a str,
+    pub ts: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    agent_name: Option<&'a str>,
+    pub agent_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    input: Option<&'a str>,
+    pub input: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    step_index: Option<u64>,
+    pub step_index: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    step_type: Option<&'a str>,
+    pub step_type: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<&'a str>,
+    pub content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_name: Option<&'a str>,
+    pub tool_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_input: Option<&'a RawValue>,
+    pub tool_input: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_output: Option<&'a RawValue>,
+    pub tool_output: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_success: Option<bool>,
+    pub tool_success: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_latency_ms: Option<f64>,
+    pub tool_latency_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tokens: Option<u64>,
+    pub tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    cost_usd: Option<f64>,
+    pub cost_usd: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tokens_in_context: Option<u64>,
+    pub tokens_in_context: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    agent: Option<&'a str>,
+    pub agent: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    caller: Option<&'a str>,
+    pub caller: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    signal_event_id: Option<&'a str>,
+    pub signal_event_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<RunStatus>,
+    pub status: Option<RunStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    termination_reason: Option<TerminationReason>,
+    pub termination_reason: Option<TerminationReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    output: Option<&'a str>,
+    pub output: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reported_loop_detected: Option<bool>,
+    pub reported_loop_detected: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reported_loop_step_index: Option<u64>,
+    pub reported_loop_step_index: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reported_totals: Option<&'a ReportedTotals>,
+    pub reported_totals: Option<&'a ReportedTotals>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    metadata: Option<&'a RawValue>,
+    pub metadata: Option<&'a RawValue>,
 }
 
 fn raw(t: Option<&super::JsonText>) -> Result<Option<&RawValue>, serde_json::Error> {
@@ -68,23 +71,28 @@ fn raw(t: Option<&super::JsonText>) -> Result<Option<&RawValue>, serde_json::Err
 
 /// The v1 JSON of `event` (one Kafka message; its key is the run id).
 pub fn encode(event: &Event) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(&wire(event)?)
+}
+
+/// `event` in its wire shape.
+fn wire(event: &Event) -> Result<WireEvent<'_>, serde_json::Error> {
     let key = event.key();
-    let base = Wire {
+    let base = WireEvent {
         v: 1,
         project_id: &key.project_id,
         run_id: &key.run_id,
         ts: format_ts(event.ts_ms()),
-        ..Wire::default()
+        ..WireEvent::default()
     };
     let wire = match event {
-        Event::RunStarted(e) => Wire {
+        Event::RunStarted(e) => WireEvent {
             kind: "run_started",
             agent_name: Some(&e.agent_name),
             input: e.input.as_deref(),
             metadata: raw(e.metadata.as_ref())?,
             ..base
         },
-        Event::Step(e) => Wire {
+        Event::Step(e) => WireEvent {
             kind: "step",
             step_index: Some(e.step_index),
             step_type: Some(&e.step_type),
@@ -103,7 +111,7 @@ pub fn encode(event: &Event) -> Result<Vec<u8>, serde_json::Error> {
             metadata: raw(e.metadata.as_ref())?,
             ..base
         },
-        Event::RunFinished(e) => Wire {
+        Event::RunFinished(e) => WireEvent {
             kind: "run_finished",
             status: Some(e.status),
             termination_reason: e.termination_reason,
@@ -114,7 +122,7 @@ pub fn encode(event: &Event) -> Result<Vec<u8>, serde_json::Error> {
             ..base
         },
     };
-    serde_json::to_vec(&wire)
+    Ok(wire)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ pub mod limits;
 pub mod output;
 mod scan;
 
-pub use encode::encode;
+pub use encode::{encode, WireEvent};
 pub use input::{
     decode, DecodeError, Event, JsonText, ReportedTotals, RunFinished, RunKey, RunStarted,
     RunStatus, Step, TerminationReason,

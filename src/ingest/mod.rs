@@ -33,7 +33,7 @@ pub use runs::{format_uuid, uuid_v7, v7_millis, RUN_TABLE_CAPACITY};
 
 use crate::auth::SecretTable;
 use crate::config::{IngestConfig, KafkaConfig};
-use crate::contract::ReportedTotals;
+use crate::contract::{ReportedTotals, RunStatus, TerminationReason, WireEvent};
 use crate::emit::{EmitError, Emitter};
 use crate::verdict::VerdictConfig;
 use crate::verdict::{VerdictTable, Verdicts};
@@ -208,7 +208,7 @@ impl AppState {
     }
 
     /// Produce one event and wait for the broker's acknowledgement.
-    async fn publish(&self, run_id: &str, event: &V1Event<'_>) -> Result<(), IngestError> {
+    async fn publish(&self, run_id: &str, event: &WireEvent<'_>) -> Result<(), IngestError> {
         let payload =
             serde_json::to_vec(event).map_err(|e| IngestError::Internal(e.to_string()))?;
         let (done, ack) = oneshot::channel();
@@ -225,55 +225,10 @@ impl AppState {
     }
 }
 
-/// One v1 input event (see `schemas/v1/input-event.schema.json`).
-#[derive(Serialize, Default)]
-struct V1Event<'a> {
-    v: u8,
-    kind: &'static str,
-    project_id: &'a str,
-    run_id: &'a str,
-    ts: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    agent_name: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    input: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    step_index: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    step_type: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_name: Option<&'a str>,
-    /// The bytes exactly as the client sent them: keelwave's fingerprint of record hashes them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_input: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_output: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_success: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_latency_ms: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tokens: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cost_usd: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    termination_reason: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    output: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reported_loop_detected: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reported_loop_step_index: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reported_totals: Option<ReportedTotals>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    metadata: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    signal_event_id: Option<String>,
+/// One of the contract's enums from its wire name.
+fn parse_enum<T: serde::de::DeserializeOwned>(name: &str) -> Result<T, IngestError> {
+    serde_json::from_value(serde_json::Value::from(name))
+        .map_err(|e| IngestError::Internal(format!("`{name}`: {e}")))
 }
 
 fn rfc3339(t: OffsetDateTime) -> String {
@@ -319,7 +274,7 @@ async fn run_start(
     let started = timestamp.map_or_else(runs::now_micros, runs::truncate_micros);
     let id = uuid_v7(started);
     let run_id = format_uuid(id);
-    let event = V1Event {
+    let event = WireEvent {
         v: 1,
         kind: "run_started",
         project_id: &project,
@@ -328,7 +283,7 @@ async fn run_start(
         agent_name: Some(&agent_name),
         input: input.as_deref(),
         metadata,
-        ..V1Event::default()
+        ..WireEvent::default()
     };
     st.publish(&run_id, &event).await?;
     st.runs().insert(
@@ -423,25 +378,27 @@ async fn step(
     // keelwave accepts a step for any run id (it does not look the run up); so does the bridge.
     let at = timestamp.unwrap_or_else(OffsetDateTime::now_utc);
     let run_id = format_uuid(run);
-    let event = V1Event {
+    let steered = steered_signal(&step_type, metadata);
+    let event = WireEvent {
         v: 1,
         kind: "step",
         project_id: &project,
         run_id: &run_id,
         ts: rfc3339(at),
-        step_index: Some(step_index),
+        // Checked non-negative above.
+        step_index: u64::try_from(step_index).ok(),
         step_type: Some(&step_type),
         content: content.as_deref(),
         tool_name: tool_name.as_deref(),
         tool_input,
         tool_output,
         tool_success,
-        tool_latency_ms,
-        tokens,
+        tool_latency_ms: tool_latency_ms.map(|ms| ms as f64),
+        tokens: tokens.and_then(|t| u64::try_from(t).ok()),
         cost_usd,
         metadata,
-        signal_event_id: steered_signal(&step_type, metadata),
-        ..V1Event::default()
+        signal_event_id: steered.as_deref(),
+        ..WireEvent::default()
     };
     st.publish(&run_id, &event).await?;
     Ok(created(uuid_v7(OffsetDateTime::now_utc()), at))
@@ -519,6 +476,10 @@ async fn finish(
     v.gte0_opt_int(duration_ms, "DurationMs");
     v.max_runes(output.as_deref(), 100_000, "Output");
     v.finish()?;
+    // Both checked against the accepted values above, so both parse.
+    let status: RunStatus = parse_enum(&status)?;
+    let termination_reason: Option<TerminationReason> =
+        termination_reason.as_deref().map(parse_enum).transpose()?;
     let Some(timestamp) = timestamp else {
         return Err(IngestError::Internal("validated timestamp missing".into()));
     };
@@ -536,25 +497,26 @@ async fn finish(
     }
     let run_id = format_uuid(run);
     let nonneg = |x: i64| u64::try_from(x).ok();
-    let event = V1Event {
+    let totals = ReportedTotals {
+        total_steps: nonneg(total_steps),
+        total_tokens: nonneg(total_tokens),
+        total_cost_usd,
+        duration_ms: duration_ms.and_then(nonneg),
+    };
+    let event = WireEvent {
         v: 1,
         kind: "run_finished",
         project_id: &project,
         run_id: &run_id,
         // The finish call echoes the *start* timestamp; the run ends now (keelwave's finished_at).
         ts: rfc3339(OffsetDateTime::now_utc()),
-        status: Some(&status),
-        termination_reason: termination_reason.as_deref(),
+        status: Some(status),
+        termination_reason,
         output: output.as_deref(),
         reported_loop_detected: Some(loop_detected),
-        reported_loop_step_index: loop_step_index,
-        reported_totals: Some(ReportedTotals {
-            total_steps: nonneg(total_steps),
-            total_tokens: nonneg(total_tokens),
-            total_cost_usd,
-            duration_ms: duration_ms.and_then(nonneg),
-        }),
-        ..V1Event::default()
+        reported_loop_step_index: loop_step_index.and_then(nonneg),
+        reported_totals: Some(&totals),
+        ..WireEvent::default()
     };
     st.publish(&run_id, &event).await?;
     st.runs().mark_finished(run);

@@ -4,10 +4,13 @@
 //! `source` (Kafka in) → `contract` (decode) → `engine` (pure detectors) →
 //! `emit` (signals, dead letters, changelog to Kafka; `changelog` is its records' schema) and
 //! `sink` (ClickHouse) →
-//! `worker` (per-partition ownership and the commit rule). `ingest` is keelwave's ingest API in
-//! front of the input topic, `admin` the health and metrics server of both daemons, `query` the
-//! analyst's query pack. `replay` runs the engine offline, `local` inside an agent's process.
-//! `auth` checks the secrets HTTP clients present (ingest API keys, UI tokens).
+//! `worker` (per-partition ownership and the commit rule). `ingest` is keelwave's ingest API and
+//! the OTLP receiver in front of the input topic, `verdict` reads signals back for guards
+//! (`agent`), the bridge and `ui`; `fleet` alerts on fleet regressions through `notify`;
+//! `daemon` and `admin` are what every daemon shares (signals, grace period, health and
+//! metrics); `query` is the analyst's query pack. `replay` runs the engine offline, `local`
+//! inside an agent's process. `auth` checks the secrets HTTP clients present (ingest API keys,
+//! UI tokens).
 //!
 //! Without the default `server` feature only the engine, the contract, `changelog` (whose record
 //! shapes also give signals their evidence), `replay`, `eval` and `local` are compiled: no Kafka,

@@ -1,4 +1,6 @@
-//! Everything eddy writes to Kafka: output events, dead letters and the state changelog.
+//! The worker's writes to Kafka (output events, dead letters and the state changelog, in one
+//! transaction in `exactly_once`), and the producer set-up every writer of eddy starts from
+//! ([`producer_config`]; fleet-watch's alert and state records, the ingest bridges' events).
 //!
 //! Sends are fire-and-collect: a record is handed to librdkafka at once (signals go out as soon
 //! as they are detected) and its delivery future is kept; a flush awaits them all before the

@@ -6,13 +6,23 @@
 //! assign-only reader of the output topic starting at its end) and a search (`/search`).
 //! Every query reads with `FINAL` (exact under redelivery) and uses only functions Debian's
 //! ClickHouse 18.16 has. Every route requires a token or a trusted proxy's user (`auth.rs`).
+//!
+//! A page's way through: `params` checks its query string, `queries` runs its SQL into typed
+//! rows (`decode`), `fleet_view`/`run_view` shape them, and a template (`templates`, `svg`)
+//! renders them, escaping every value it is given.
 mod auth;
-mod html;
+mod decode;
+mod fleet_view;
+mod fmt;
+mod links;
 mod live;
 mod palette;
+mod params;
 mod queries;
 mod routes;
+mod run_view;
 mod svg;
+mod templates;
 
 use crate::config::{ClickHouseConfig, KafkaConfig, UiConfig};
 use crate::verdict::VerdictConfig;
@@ -39,6 +49,9 @@ pub enum UiError {
     Verdict(#[from] crate::verdict::VerdictError),
     #[error(transparent)]
     Query(#[from] crate::query::QueryError),
+    /// A query's result did not fit its row type: the SQL and its struct disagree.
+    #[error("reading a query's result: {0}")]
+    Decode(#[from] serde::de::value::Error),
     #[error("{0}")]
     BadRequest(String),
     #[error(

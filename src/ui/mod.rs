@@ -91,40 +91,15 @@ pub async fn serve(
     let sink = crate::sink::ClickHouseSink::connect(&clickhouse).await?;
     let client = sink.client().clone().with_database(&clickhouse.database);
     let verdicts = Verdicts::new(VerdictTable::new(verdicts));
-    // No look-back: the live page shows what arrives from now on.
-    let reader = consumer::spawn(
-        consumer::Source {
-            props: kafka.client_props(),
-            topic: kafka.topics.output.clone(),
-            lookback: std::time::Duration::ZERO,
-        },
-        verdicts.clone(),
-        shutdown.child_token(),
-    )?;
+    let reader = live_reader(&kafka, verdicts.clone(), shutdown.child_token())?;
     let state = Arc::new(AppState {
         client,
         verdicts,
         stop: shutdown.child_token(),
     });
-    let addr: SocketAddr = cfg
-        .addr
-        .parse()
-        .map_err(|_| UiError::Addr(cfg.addr.clone()))?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| UiError::Bind {
-            addr: cfg.addr.clone(),
-            source,
-        })?;
+    let listener = listen(&cfg.addr).await?;
     let bound = listener.local_addr().map_err(UiError::Serve)?;
-    let health = Arc::new(crate::admin::Health::default());
-    if let Some(admin) = cfg.admin_addr.as_deref().filter(|a| !a.is_empty()) {
-        // Ready: ClickHouse answered at start (connect checks it) and the pages are served.
-        // Probes and scrapes need no token: this server is separate from the pages.
-        health.set_consuming(true);
-        health.set_clickhouse_ok(true);
-        crate::admin::serve(admin, health.clone()).await?;
-    }
+    let health = start_admin(&cfg).await?;
     println!("eddy ui: http://{bound}/");
     let access = gate.describe();
     if cfg.insecure_open {
@@ -149,4 +124,42 @@ pub async fn serve(
     shutdown.cancel();
     let _ = reader.await;
     Ok(())
+}
+
+/// The live page's reader of the output topic. No look-back: the page shows what arrives from
+/// the moment it opens.
+fn live_reader(
+    kafka: &KafkaConfig,
+    verdicts: Arc<Verdicts>,
+    stop: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, UiError> {
+    let source = consumer::Source {
+        props: kafka.client_props(),
+        topic: kafka.topics.output.clone(),
+        lookback: std::time::Duration::ZERO,
+    };
+    Ok(consumer::spawn(source, verdicts, stop)?)
+}
+
+async fn listen(addr: &str) -> Result<tokio::net::TcpListener, UiError> {
+    let parsed: SocketAddr = addr.parse().map_err(|_| UiError::Addr(addr.to_string()))?;
+    tokio::net::TcpListener::bind(parsed)
+        .await
+        .map_err(|source| UiError::Bind {
+            addr: addr.to_string(),
+            source,
+        })
+}
+
+/// The admin server, when `ui_admin_addr` names one; the health it reports either way.
+async fn start_admin(cfg: &UiConfig) -> Result<Arc<crate::admin::Health>, UiError> {
+    let health = Arc::new(crate::admin::Health::default());
+    if let Some(admin) = cfg.admin_addr.as_deref().filter(|a| !a.is_empty()) {
+        // Ready: ClickHouse answered at start (connect checks it) and the pages are served.
+        // Probes and scrapes need no token: this server is separate from the pages.
+        health.set_consuming(true);
+        health.set_clickhouse_ok(true);
+        crate::admin::serve(admin, health.clone()).await?;
+    }
+    Ok(health)
 }

@@ -6,13 +6,23 @@
 //! assign-only reader of the output topic starting at its end) and a search (`/search`).
 //! Every query reads with `FINAL` (exact under redelivery) and uses only functions Debian's
 //! ClickHouse 18.16 has. Every route requires a token or a trusted proxy's user (`auth.rs`).
+//!
+//! A page's way through: `params` checks its query string, `queries` runs its SQL into typed
+//! rows (`decode`), `fleet_view`/`run_view` shape them, and a template (`templates`, `svg`)
+//! renders them, escaping every value it is given.
 mod auth;
-mod html;
+mod decode;
+mod fleet_view;
+mod fmt;
+mod links;
 mod live;
 mod palette;
+mod params;
 mod queries;
 mod routes;
+mod run_view;
 mod svg;
+mod templates;
 
 use crate::config::{ClickHouseConfig, KafkaConfig, UiConfig};
 use crate::verdict::VerdictConfig;
@@ -39,6 +49,9 @@ pub enum UiError {
     Verdict(#[from] crate::verdict::VerdictError),
     #[error(transparent)]
     Query(#[from] crate::query::QueryError),
+    /// A query's result did not fit its row type: the SQL and its struct disagree.
+    #[error("reading a query's result: {0}")]
+    Decode(#[from] serde::de::value::Error),
     #[error("{0}")]
     BadRequest(String),
     #[error(
@@ -75,34 +88,15 @@ pub async fn serve(
 ) -> Result<(), UiError> {
     // Before anything is connected: a UI that would serve everyone does not start by accident.
     let gate = Arc::new(auth::Gate::new(&cfg)?);
-    let sink = crate::sink::ClickHouseSink::connect(&clickhouse).await?;
-    let client = sink.client().clone().with_database(&clickhouse.database);
+    let client = crate::sink::reader(&clickhouse).await?;
     let verdicts = Verdicts::new(VerdictTable::new(verdicts));
-    // No look-back: the live page shows what arrives from now on.
-    let reader = consumer::spawn(
-        consumer::Subscription {
-            props: kafka.client_props(),
-            topic: kafka.topics.output.clone(),
-            lookback: std::time::Duration::ZERO,
-        },
-        verdicts.clone(),
-        shutdown.child_token(),
-    )?;
+    let reader = live_reader(&kafka, verdicts.clone(), shutdown.child_token())?;
     let state = Arc::new(AppState {
         client,
         verdicts,
         stop: shutdown.child_token(),
     });
-    let addr: SocketAddr = cfg
-        .addr
-        .parse()
-        .map_err(|_| UiError::Addr(cfg.addr.clone()))?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| UiError::Bind {
-            addr: cfg.addr.clone(),
-            source,
-        })?;
+    let listener = listen(&cfg.addr).await?;
     let bound = listener.local_addr().map_err(UiError::Serve)?;
     // Ready at start: ClickHouse answered (connect checks it) and the pages are served.
     // Probes and scrapes need no token: this server is separate from the pages.
@@ -133,4 +127,29 @@ pub async fn serve(
     shutdown.cancel();
     let _ = reader.await;
     Ok(())
+}
+
+/// The live page's reader of the output topic. No look-back: the page shows what arrives from
+/// the moment it opens.
+fn live_reader(
+    kafka: &KafkaConfig,
+    verdicts: Arc<Verdicts>,
+    stop: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, UiError> {
+    let subscription = consumer::Subscription {
+        props: kafka.client_props(),
+        topic: kafka.topics.output.clone(),
+        lookback: std::time::Duration::ZERO,
+    };
+    Ok(consumer::spawn(subscription, verdicts, stop)?)
+}
+
+async fn listen(addr: &str) -> Result<tokio::net::TcpListener, UiError> {
+    let parsed: SocketAddr = addr.parse().map_err(|_| UiError::Addr(addr.to_string()))?;
+    tokio::net::TcpListener::bind(parsed)
+        .await
+        .map_err(|source| UiError::Bind {
+            addr: addr.to_string(),
+            source,
+        })
 }

@@ -1,7 +1,11 @@
-//! The SQL behind each page. Values enter only as literals rendered by `query::literal` (typed,
-//! escaped). Only functions ClickHouse 18.16 has; `FINAL` everywhere, so a redelivered batch
-//! never counts twice.
-use crate::query::{fetch_tsv, literal, QueryError, Table};
+//! The SQL behind each page, and the row each query returns. Values enter only as literals
+//! rendered by `query::literal` (typed, escaped). Only functions ClickHouse 18.16 has; `FINAL`
+//! everywhere, so a redelivered batch never counts twice. Each row struct sits beside its SQL:
+//! a column renamed on one side and not the other fails the decode (`deny_unknown_fields`).
+use super::{decode, UiError};
+use crate::query::{fetch_tsv, literal};
+use serde::de::{DeserializeOwned, Deserializer};
+use serde::Deserialize;
 
 /// A time window `[from, to)` in epoch seconds, a chart bucket, and an optional project.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,14 +35,46 @@ impl Window {
     }
 }
 
-/// The newest rollup minute (0 when empty): where the default window ends.
-pub fn latest_sql() -> &'static str {
+/// Owns its SQL so that several can run at once (`try_join!`) without temporaries to outlive.
+async fn fetch<T: DeserializeOwned>(
+    client: &clickhouse::Client,
+    sql: String,
+) -> Result<Vec<T>, UiError> {
+    let table = fetch_tsv(client, &sql).await?;
+    Ok(decode::rows(&table)?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Latest {
+    latest: u32,
+}
+
+fn latest_sql() -> &'static str {
     "SELECT toUInt32(max(bucket)) AS latest FROM rollup_minute"
 }
 
-/// Per bucket and agent: runs ended, loop runs, cost inside loops. Runs count in the bucket they
-/// ended in, cost in the bucket it was spent in (see 0002_rollups.sql).
-pub fn series_sql(w: &Window) -> String {
+/// The start of the newest rollup minute, 0 when there is none: where the default window ends.
+pub async fn latest(client: &clickhouse::Client) -> Result<i64, UiError> {
+    let rows: Vec<Latest> = fetch(client, latest_sql().into()).await?;
+    Ok(rows.first().map_or(0, |l| i64::from(l.latest)))
+}
+
+/// One agent in one chart bucket.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeriesRow {
+    /// The bucket's start, epoch seconds.
+    pub t: i64,
+    pub agent: String,
+    pub ended: u64,
+    pub loops: u64,
+    pub loop_cost: f64,
+}
+
+/// Runs count in the bucket they ended in, cost in the bucket it was spent in (see
+/// 0002_rollups.sql).
+fn series_sql(w: &Window) -> String {
     format!(
         "SELECT intDiv(toUInt32(bucket), {b}) * {b} AS t, agent_name AS agent, \
          sum(runs_ended) AS ended, sum(loop_runs) AS loops, \
@@ -49,8 +85,21 @@ pub fn series_sql(w: &Window) -> String {
     )
 }
 
-/// Per agent over the whole window: the table under the charts.
-pub fn agents_sql(w: &Window) -> String {
+/// One agent over the whole window: the table under the charts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentRow {
+    pub agent: String,
+    pub ended: u64,
+    pub loops: u64,
+    /// Loop runs over runs ended, 0 to 1.
+    pub loop_rate: f64,
+    pub loop_cost: f64,
+    pub cost: f64,
+}
+
+/// Ordered by cost inside loops: the charts draw the first few.
+fn agents_sql(w: &Window) -> String {
     format!(
         "SELECT agent_name AS agent, sum(runs_ended) AS ended, sum(loop_runs) AS loops, \
          round(sum(loop_runs) / greatest(sum(runs_ended), 1), 4) AS loop_rate, \
@@ -61,7 +110,15 @@ pub fn agents_sql(w: &Window) -> String {
     )
 }
 
-pub fn terminations_sql(w: &Window) -> String {
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminationRow {
+    /// Empty when the run's end named none.
+    pub reason: String,
+    pub runs: u64,
+}
+
+fn terminations_sql(w: &Window) -> String {
     format!(
         "SELECT termination_reason AS reason, count() AS runs FROM runs FINAL WHERE {f} \
          GROUP BY reason ORDER BY runs DESC, reason",
@@ -69,7 +126,15 @@ pub fn terminations_sql(w: &Window) -> String {
     )
 }
 
-pub fn detectors_sql(w: &Window) -> String {
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DetectorRow {
+    pub detector: String,
+    pub signals: u64,
+    pub runs: u64,
+}
+
+fn detectors_sql(w: &Window) -> String {
     format!(
         "SELECT detector, count() AS signals, uniqExact(project_id, run_id) AS runs \
          FROM signals FINAL WHERE {f} GROUP BY detector ORDER BY signals DESC, detector LIMIT 20",
@@ -77,10 +142,41 @@ pub fn detectors_sql(w: &Window) -> String {
     )
 }
 
+/// A run named by its project and id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRef {
+    pub project: String,
+    pub run: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatternRow {
+    pub detector: String,
+    pub pattern: String,
+    pub signals: u64,
+    pub runs: u64,
+    #[serde(deserialize_with = "run_refs")]
+    pub examples: Vec<RunRef>,
+}
+
+/// The examples column of [`patterns_sql`]: runs separated by tabs, each `project\nrun`.
+fn run_refs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RunRef>, D::Error> {
+    let joined = String::deserialize(d)?;
+    Ok(joined
+        .split('\t')
+        .filter_map(|e| e.split_once('\n'))
+        .map(|(project, run)| RunRef {
+            project: project.to_string(),
+            run: run.to_string(),
+        })
+        .collect())
+}
+
 /// Signals grouped by detector and pattern, with up to three example runs (project and run id
 /// joined by a newline, which neither may contain). Grouped by run first: 18.16's
 /// `groupUniqArray` takes no size limit, `groupArray(3)` does.
-pub fn patterns_sql(w: &Window) -> String {
+fn patterns_sql(w: &Window) -> String {
     format!(
         "SELECT detector, pattern, sum(n) AS signals, count() AS runs, \
          arrayStringConcat(groupArray(3)(concat(project_id, '\\n', run_id)), '\\t') AS examples \
@@ -91,11 +187,58 @@ pub fn patterns_sql(w: &Window) -> String {
     )
 }
 
+/// Everything the fleet page shows over one window.
+pub struct Fleet {
+    pub series: Vec<SeriesRow>,
+    pub agents: Vec<AgentRow>,
+    pub terminations: Vec<TerminationRow>,
+    pub detectors: Vec<DetectorRow>,
+    pub patterns: Vec<PatternRow>,
+}
+
+/// The fleet page's five queries, concurrently.
+pub async fn fleet(client: &clickhouse::Client, w: &Window) -> Result<Fleet, UiError> {
+    let (series, agents, terminations, detectors, patterns) = futures::try_join!(
+        fetch(client, series_sql(w)),
+        fetch(client, agents_sql(w)),
+        fetch(client, terminations_sql(w)),
+        fetch(client, detectors_sql(w)),
+        fetch(client, patterns_sql(w)),
+    )?;
+    Ok(Fleet {
+        series,
+        agents,
+        terminations,
+        detectors,
+        patterns,
+    })
+}
+
 fn run_filter(project: &str, run: &str) -> String {
     format!("project_id = {} AND run_id = {}", s(project), s(run))
 }
 
-pub fn run_sql(project: &str, run: &str) -> String {
+/// A run's row in `runs`, written when it ended.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRow {
+    pub agent_name: String,
+    pub status: String,
+    pub termination_reason: String,
+    pub loop_detected: bool,
+    /// Whether `loop_step_index` means anything (a loop can be caught without an onset).
+    pub has_loop_step_index: bool,
+    pub loop_step_index: u64,
+    pub loop_caught_step_index: u64,
+    pub signals: u32,
+    pub steps: u64,
+    pub tokens: u64,
+    pub cost: f64,
+    pub started: String,
+    pub ended: String,
+}
+
+fn run_sql(project: &str, run: &str) -> String {
     format!(
         "SELECT agent_name, status, termination_reason, loop_detected, has_loop_step_index, \
          loop_step_index, loop_caught_step_index, signals, steps, tokens, round(cost_usd, 6) AS cost, \
@@ -108,27 +251,80 @@ pub fn run_sql(project: &str, run: &str) -> String {
 /// At most this many steps are drawn (a runaway run can have many more).
 pub const MAX_STEPS: u32 = 2000;
 
-pub fn steps_sql(project: &str, run: &str) -> String {
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepRow {
+    pub step_index: u64,
+    pub ts_ms: i64,
+    pub step_type: String,
+    pub tool_name: String,
+    /// Lower-case hex; all zeros when the step has no tool input.
+    pub input_fp: String,
+    /// 1 succeeded, 0 failed, anything else: not a tool call.
+    pub tool_success: i8,
+    pub tool_latency_ms: f64,
+    pub tokens: u64,
+    pub cost: f64,
+}
+
+fn steps_sql(project: &str, run: &str) -> String {
     format!(
-        "SELECT step_index, ts_ms, step_type, agent, tool_name, \
-         lower(hex(canonical_input_fp)) AS input_fp, lower(hex(canonical_output_fp)) AS output_fp, \
+        "SELECT step_index, ts_ms, step_type, tool_name, \
+         lower(hex(canonical_input_fp)) AS input_fp, \
          tool_success, tool_latency_ms, tokens, round(cost_usd, 6) AS cost \
          FROM steps FINAL WHERE {} ORDER BY step_index LIMIT {MAX_STEPS}",
         run_filter(project, run)
     )
 }
 
-pub fn signals_sql(project: &str, run: &str) -> String {
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRow {
+    pub kind: String,
+    pub detector: String,
+    pub severity: String,
+    pub pattern: String,
+    pub step_index: u64,
+    pub first_step_index: u64,
+    pub hits: u32,
+    /// The steps the signal saw, comma-separated.
+    pub indices: String,
+    /// JSON, as the detector wrote it.
+    pub evidence: String,
+}
+
+fn signals_sql(project: &str, run: &str) -> String {
     format!(
-        "SELECT event_id, kind, detector, severity, pattern, step_index, first_step_index, hits, \
+        "SELECT kind, detector, severity, pattern, step_index, first_step_index, hits, \
          arrayStringConcat(arrayMap(x -> toString(x), step_indices), ',') AS indices, \
          evidence FROM signals FINAL WHERE {} ORDER BY step_index, event_id",
         run_filter(project, run)
     )
 }
 
+/// Everything the run page shows; `summary` is None until the run has ended.
+pub struct Run {
+    pub summary: Option<RunRow>,
+    pub steps: Vec<StepRow>,
+    pub signals: Vec<SignalRow>,
+}
+
+/// The run page's three queries, concurrently.
+pub async fn run(client: &clickhouse::Client, project: &str, run: &str) -> Result<Run, UiError> {
+    let (summary, steps, signals) = futures::try_join!(
+        fetch::<RunRow>(client, run_sql(project, run)),
+        fetch(client, steps_sql(project, run)),
+        fetch(client, signals_sql(project, run)),
+    )?;
+    Ok(Run {
+        summary: summary.into_iter().next(),
+        steps,
+        signals,
+    })
+}
+
 /// Search criteria; empty ones do not filter.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Search {
     pub run_id: String,
     pub agent: String,
@@ -138,7 +334,20 @@ pub struct Search {
 
 pub const SEARCH_LIMIT: u32 = 100;
 
-pub fn search_sql(q: &Search) -> String {
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRow {
+    pub project_id: String,
+    pub run_id: String,
+    pub agent_name: String,
+    pub ended: String,
+    pub termination_reason: String,
+    pub loop_detected: bool,
+    pub steps: u64,
+    pub cost: f64,
+}
+
+fn search_sql(q: &Search) -> String {
     let mut conds = vec!["1".to_string()];
     if !q.run_id.is_empty() {
         conds.push(format!("position(run_id, {}) > 0", s(&q.run_id)));
@@ -160,8 +369,9 @@ pub fn search_sql(q: &Search) -> String {
     )
 }
 
-pub async fn fetch(client: &clickhouse::Client, sql: &str) -> Result<Table, QueryError> {
-    fetch_tsv(client, sql).await
+/// The runs matching `q`, newest first, at most [`SEARCH_LIMIT`].
+pub async fn search(client: &clickhouse::Client, q: &Search) -> Result<Vec<SearchRow>, UiError> {
+    fetch(client, search_sql(q)).await
 }
 
 #[cfg(test)]
@@ -185,5 +395,27 @@ mod tests {
         };
         assert!(series_sql(&w).contains(r"project_id = 'p\''"));
         assert!(series_sql(&w).contains("bucket >= toDateTime(10, 'UTC')"));
+    }
+
+    #[test]
+    fn example_runs_are_split_into_project_and_run() {
+        let t = crate::query::parse_tsv(
+            "detector\tpattern\tsignals\truns\texamples\n\
+             d\tp\t3\t2\tp1\\nr1\\tp2\\nr\\\\2\n",
+        );
+        let rows: Vec<PatternRow> = decode::rows(&t).unwrap();
+        assert_eq!(
+            rows[0].examples,
+            vec![
+                RunRef {
+                    project: "p1".into(),
+                    run: "r1".into()
+                },
+                RunRef {
+                    project: "p2".into(),
+                    run: "r\\2".into()
+                },
+            ]
+        );
     }
 }

@@ -1,7 +1,10 @@
-//! Inline SVG charts, drawn on the server: no script, no fonts or files fetched.
-use super::html::esc;
+//! Inline SVG charts, drawn on the server: no script, no fonts or files fetched. They are maud
+//! templates like the pages, so a series name or a bar's label from the database is escaped as
+//! any other text. Every element is written with its end tag: inside `<svg>` an HTML parser
+//! takes `<line>` without one as an open element and nests what follows into it.
+use super::fmt::short_time;
 use super::palette::PALETTE;
-use std::fmt::Write;
+use maud::{html, Markup};
 
 const W: f64 = 660.0;
 const H: f64 = 240.0;
@@ -9,20 +12,58 @@ const LEFT: f64 = 64.0;
 const RIGHT: f64 = 12.0;
 const TOP: f64 = 12.0;
 const BOTTOM: f64 = 28.0;
+const SVG_NS: &str = "http://www.w3.org/2000/svg";
 
-/// `MM-DD hh:mm` (UTC) of epoch seconds.
-pub fn short_time(secs: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(secs)
-        .map(|d| {
-            format!(
-                "{:02}-{:02} {:02}:{:02}",
-                u8::from(d.month()),
-                d.day(),
-                d.hour(),
-                d.minute()
-            )
+fn colour(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// One decimal: enough for a pixel, short in the page.
+fn px(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// Where a line chart puts bucket `i` of `n`, and value `v` of a chart whose top is `max`.
+struct Plot {
+    n: usize,
+    max: f64,
+}
+
+impl Plot {
+    const WIDTH: f64 = W - LEFT - RIGHT;
+    const HEIGHT: f64 = H - TOP - BOTTOM;
+
+    fn x(&self, i: usize) -> f64 {
+        if self.n <= 1 {
+            LEFT + Self::WIDTH / 2.0
+        } else {
+            LEFT + Self::WIDTH * i as f64 / (self.n - 1) as f64
+        }
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        TOP + Self::HEIGHT - Self::HEIGHT * v / self.max
+    }
+}
+
+/// The buckets labelled under a line chart (first, middle, last) and how each label hangs.
+fn x_labels(n: usize) -> Vec<(usize, &'static str)> {
+    let picks: Vec<usize> = if n < 3 {
+        (0..n).collect()
+    } else {
+        vec![0, n / 2, n - 1]
+    };
+    picks
+        .into_iter()
+        .map(|i| {
+            let anchor = match i {
+                0 if n > 1 => "start",
+                i if i + 1 == n && n > 1 => "end",
+                _ => "middle",
+            };
+            (i, anchor)
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// One line per series over the bucket starts `xs` (a missing bucket is a zero).
@@ -31,115 +72,72 @@ pub fn line_chart(
     xs: &[i64],
     series: &[(String, Vec<f64>)],
     fmt_y: impl Fn(f64) -> String,
-) -> String {
-    let mut out = String::new();
+) -> Markup {
     let max = series
         .iter()
         .flat_map(|(_, v)| v.iter().copied())
         .fold(0.0_f64, f64::max);
-    let max = if max > 0.0 { max } else { 1.0 };
-    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
-    let x_at = |i: usize| {
-        if xs.len() <= 1 {
-            LEFT + pw / 2.0
-        } else {
-            LEFT + pw * i as f64 / (xs.len() - 1) as f64
-        }
+    let plot = Plot {
+        n: xs.len(),
+        max: if max > 0.0 { max } else { 1.0 },
     };
-    let y_at = |v: f64| TOP + ph - ph * v / max;
-    let _ = write!(
-        out,
-        r#"<svg id="{id}" class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" xmlns="http://www.w3.org/2000/svg">"#
-    );
-    for k in 0..=4 {
-        let v = max * f64::from(k) / 4.0;
-        let y = y_at(v);
-        let _ = write!(
-            out,
-            r##"<line x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="11" fill="#555">{label}</text>"##,
-            x2 = W - RIGHT,
-            tx = LEFT - 6.0,
-            ty = y + 4.0,
-            label = esc(&fmt_y(v))
-        );
-    }
-    if !xs.is_empty() {
-        let picks: Vec<usize> = if xs.len() < 3 {
-            (0..xs.len()).collect()
-        } else {
-            vec![0, xs.len() / 2, xs.len() - 1]
-        };
-        for i in picks {
-            let anchor = if i == 0 && xs.len() > 1 {
-                "start"
-            } else if i + 1 == xs.len() && xs.len() > 1 {
-                "end"
-            } else {
-                "middle"
-            };
-            let _ = write!(
-                out,
-                r##"<text x="{x:.1}" y="{y}" text-anchor="{anchor}" font-size="11" fill="#555">{t}</text>"##,
-                x = x_at(i),
-                y = H - 8.0,
-                t = esc(&short_time(xs[i]))
-            );
+    html! {
+        svg id=(id) class="chart" viewBox=(format!("0 0 {W} {H}")) width=(W) height=(H)
+            role="img" xmlns=(SVG_NS) {
+            @for k in 0..=4 {
+                @let v = plot.max * f64::from(k) / 4.0;
+                line x1=(LEFT) x2=(W - RIGHT) y1=(px(plot.y(v))) y2=(px(plot.y(v)))
+                    stroke="#e5e5e5" {}
+                text x=(LEFT - 6.0) y=(px(plot.y(v) + 4.0)) text-anchor="end" font-size="11"
+                    fill="#555" { (fmt_y(v)) }
+            }
+            @for (i, anchor) in x_labels(xs.len()) {
+                text x=(px(plot.x(i))) y=(H - 8.0) text-anchor=(anchor) font-size="11"
+                    fill="#555" { (short_time(xs[i])) }
+            }
+            @for (n, (name, values)) in series.iter().enumerate() {
+                (series_line(&plot, colour(n), name, values))
+            }
+            line x1=(LEFT) x2=(LEFT) y1=(TOP) y2=(TOP + Plot::HEIGHT) stroke="#999" {}
         }
     }
-    for (n, (name, values)) in series.iter().enumerate() {
-        let color = PALETTE[n % PALETTE.len()];
-        let points: Vec<String> = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| format!("{:.1},{:.1}", x_at(i), y_at(*v)))
-            .collect();
-        let _ = write!(
-            out,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"><title>{}</title></polyline>"#,
-            points.join(" "),
-            esc(name)
-        );
-        if values.len() == 1 {
-            let _ = write!(
-                out,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
-                x_at(0),
-                y_at(values[0])
-            );
+}
+
+fn series_line(plot: &Plot, colour: &str, name: &str, values: &[f64]) -> Markup {
+    let points: Vec<String> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| format!("{},{}", px(plot.x(i)), px(plot.y(*v))))
+        .collect();
+    html! {
+        polyline fill="none" stroke=(colour) stroke-width="2" points=(points.join(" ")) {
+            title { (name) }
+        }
+        // A single point draws no line: a dot shows it.
+        @if let [only] = values {
+            circle cx=(px(plot.x(0))) cy=(px(plot.y(*only))) r="3" fill=(colour) {}
         }
     }
-    let _ = write!(
-        out,
-        r##"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{b}" stroke="#999"/></svg>"##,
-        b = TOP + ph
-    );
-    out
 }
 
 /// Horizontal bars, one per (label, value), longest first as given.
-pub fn bar_chart(id: &str, rows: &[(String, f64)]) -> String {
+pub fn bar_chart(id: &str, rows: &[(String, f64)]) -> Markup {
     let max = rows.iter().map(|r| r.1).fold(0.0_f64, f64::max).max(1.0);
     let (w, row_h, label_w) = (560.0, 22.0, 180.0);
     let h = row_h * rows.len().max(1) as f64 + 4.0;
-    let mut out = format!(
-        r#"<svg id="{id}" class="chart" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" xmlns="http://www.w3.org/2000/svg">"#
-    );
-    for (i, (label, v)) in rows.iter().enumerate() {
-        let y = i as f64 * row_h + 2.0;
-        let bw = (w - label_w - 70.0) * v / max;
-        let _ = write!(
-            out,
-            r##"<text x="{tx}" y="{ty:.1}" text-anchor="end" font-size="12" fill="#333">{l}</text><rect x="{label_w}" y="{y:.1}" width="{bw:.1}" height="{bh}" fill="{c}"/><text x="{vx:.1}" y="{ty:.1}" font-size="12" fill="#333">{v}</text>"##,
-            tx = label_w - 6.0,
-            ty = y + 14.0,
-            l = esc(label),
-            bh = row_h - 6.0,
-            c = PALETTE[i % PALETTE.len()],
-            vx = label_w + bw + 4.0,
-        );
+    html! {
+        svg id=(id) class="chart" viewBox=(format!("0 0 {w} {h}")) width=(w) height=(h)
+            role="img" xmlns=(SVG_NS) {
+            @for (i, (label, v)) in rows.iter().enumerate() {
+                @let y = i as f64 * row_h + 2.0;
+                @let bw = (w - label_w - 70.0) * v / max;
+                text x=(label_w - 6.0) y=(px(y + 14.0)) text-anchor="end" font-size="12"
+                    fill="#333" { (label) }
+                rect x=(label_w) y=(px(y)) width=(px(bw)) height=(row_h - 6.0) fill=(colour(i)) {}
+                text x=(px(label_w + bw + 4.0)) y=(px(y + 14.0)) font-size="12" fill="#333" { (v) }
+            }
+        }
     }
-    out.push_str("</svg>");
-    out
 }
 
 /// What a step is, for the timeline.
@@ -149,11 +147,21 @@ pub struct Mark {
     pub repeated: bool,
 }
 
+impl Mark {
+    fn fill(&self) -> &'static str {
+        match (self.ok, self.repeated) {
+            (false, _) => "#d62728",
+            (true, true) => "#ff7f0e",
+            (true, false) => "#2ca02c",
+        }
+    }
+}
+
 /// A run's steps as a strip of cells, with the loop start and the verdict marked.
-pub fn timeline(marks: &[Mark], loop_start: Option<u64>, caught: Option<u64>) -> String {
-    let n = marks.len().max(1) as f64;
+pub fn timeline(marks: &[Mark], loop_start: Option<u64>, caught: Option<u64>) -> Markup {
     let (w, h) = (1100.0, 64.0);
-    let cell = (w - 20.0) / n;
+    let cell = (w - 20.0) / marks.len().max(1) as f64;
+    // A step index the run skipped is drawn where the next step it has is.
     let x_of = |idx: u64| {
         let pos = marks
             .iter()
@@ -161,36 +169,90 @@ pub fn timeline(marks: &[Mark], loop_start: Option<u64>, caught: Option<u64>) ->
             .unwrap_or(marks.len());
         10.0 + cell * pos as f64
     };
-    let mut out = format!(
-        r#"<svg id="timeline" class="chart" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" xmlns="http://www.w3.org/2000/svg">"#
-    );
-    for (i, m) in marks.iter().enumerate() {
-        let fill = match (m.ok, m.repeated) {
-            (false, _) => "#d62728",
-            (true, true) => "#ff7f0e",
-            (true, false) => "#2ca02c",
-        };
-        let _ = write!(
-            out,
-            r#"<rect x="{x:.2}" y="20" width="{cw:.2}" height="24" fill="{fill}" stroke="white" stroke-width="0.5"><title>step {s}</title></rect>"#,
-            x = 10.0 + cell * i as f64,
-            cw = cell.max(0.5),
-            s = m.step_index
-        );
-    }
-    for (idx, label, color, y) in [
+    let rules = [
         (loop_start, "loop began", "#9467bd", 14.0),
         (caught, "verdict", "#000", 60.0),
-    ] {
-        if let Some(idx) = idx {
-            let x = x_of(idx);
-            let _ = write!(
-                out,
-                r#"<line x1="{x:.1}" x2="{x:.1}" y1="16" y2="48" stroke="{color}" stroke-width="2"/><text x="{tx:.1}" y="{y}" font-size="11" fill="{color}">{label} (step {idx})</text>"#,
-                tx = x + 3.0
-            );
+    ];
+    html! {
+        svg id="timeline" class="chart" viewBox=(format!("0 0 {w} {h}")) width=(w) height=(h)
+            role="img" xmlns=(SVG_NS) {
+            @for (i, m) in marks.iter().enumerate() {
+                rect x=(format!("{:.2}", 10.0 + cell * i as f64)) y="20"
+                    width=(format!("{:.2}", cell.max(0.5))) height="24" fill=(m.fill())
+                    stroke="white" stroke-width="0.5" {
+                    title { "step " (m.step_index) }
+                }
+            }
+            @for (idx, label, colour, y) in rules {
+                @if let Some(idx) = idx {
+                    @let x = x_of(idx);
+                    line x1=(px(x)) x2=(px(x)) y1="16" y2="48" stroke=(colour) stroke-width="2" {}
+                    text x=(px(x + 3.0)) y=(y) font-size="11" fill=(colour) {
+                        (label) " (step " (idx) ")"
+                    }
+                }
+            }
         }
     }
-    out.push_str("</svg>");
-    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &str = r#"<script>alert("x")</script>"#;
+
+    /// Every element opened inside the chart is closed again.
+    fn balanced(svg: &str) {
+        for tag in ["svg", "line", "text", "polyline", "title", "circle", "rect"] {
+            let opened =
+                svg.matches(&format!("<{tag} ")).count() + svg.matches(&format!("<{tag}>")).count();
+            let closed = svg.matches(&format!("</{tag}>")).count();
+            assert_eq!(opened, closed, "<{tag}> in {svg}");
+        }
+    }
+
+    #[test]
+    fn labels_from_the_database_are_text() {
+        let line = line_chart(
+            "c",
+            &[0, 60],
+            &[(HOSTILE.to_string(), vec![1.0, 2.0])],
+            |v| format!("{v}"),
+        )
+        .into_string();
+        let bars = bar_chart("b", &[(HOSTILE.to_string(), 3.0)]).into_string();
+        for svg in [&line, &bars] {
+            assert!(!svg.contains("<script"), "{svg}");
+            assert!(svg.contains("&lt;script&gt;alert(&quot;x&quot;)"), "{svg}");
+            balanced(svg);
+        }
+    }
+
+    #[test]
+    fn every_element_is_closed_and_one_point_gets_a_dot() {
+        let one =
+            line_chart("c", &[0], &[("a".into(), vec![1.0])], |v| format!("{v}")).into_string();
+        assert_eq!(one.matches("<circle ").count(), 1, "{one}");
+        balanced(&one);
+        let marks = [
+            Mark {
+                step_index: 0,
+                ok: true,
+                repeated: false,
+            },
+            Mark {
+                step_index: 2,
+                ok: false,
+                repeated: true,
+            },
+        ];
+        let t = timeline(&marks, Some(1), Some(2)).into_string();
+        balanced(&t);
+        assert!(
+            t.contains("loop began (step 1)") && t.contains("verdict (step 2)"),
+            "{t}"
+        );
+        assert_eq!(t.matches("<rect ").count(), 2);
+    }
 }

@@ -534,6 +534,27 @@ async fn health() -> Response {
     )
 }
 
+/// The input topic's writer of both bridges (this one and `otlp`): the topics made sure of,
+/// then the [`publisher`] task on a producer whose undelivered events fail after
+/// `message_timeout_ms` (unless the operator set it), so a request is answered 503 before its
+/// client gives up. Returns where to send jobs; the task ends once every sender is gone.
+pub(crate) async fn start_publisher(
+    kafka: &KafkaConfig,
+    message_timeout_ms: u32,
+) -> Result<(mpsc::Sender<Job>, tokio::task::JoinHandle<()>), IngestError> {
+    crate::source::ensure_topics(kafka)
+        .await
+        .map_err(|e| IngestError::Internal(format!("cannot create topics: {e}")))?;
+    let mut pcfg = kafka.clone();
+    pcfg.producer
+        .entry("message.timeout.ms".into())
+        .or_insert_with(|| message_timeout_ms.to_string());
+    let emitter = Emitter::plain(&pcfg)?;
+    let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+    let task = tokio::spawn(publisher(emitter, kafka.topics.input.clone(), rx));
+    Ok((tx, task))
+}
+
 /// Group commit: take every request waiting, hand them all to librdkafka, flush once, and
 /// answer each. A failed flush fails the whole group (the clients retry; eddy counts a step
 /// seen twice as a redelivery, never as a repeat).
@@ -618,17 +639,8 @@ pub async fn serve(
     if keys.is_empty() {
         tracing::warn!("ingest_api_keys is empty: every request will be answered 401");
     }
-    crate::source::ensure_topics(&kafka)
-        .await
-        .map_err(|e| IngestError::Internal(format!("cannot create topics: {e}")))?;
     // Answer 503 well before the SDK's 30 s read timeout when Kafka is unreachable.
-    let mut pcfg = kafka.clone();
-    pcfg.producer
-        .entry("message.timeout.ms".into())
-        .or_insert_with(|| "20000".into());
-    let emitter = Emitter::plain(&pcfg)?;
-    let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
-    let publisher = tokio::spawn(publisher(emitter, kafka.topics.input.clone(), rx));
+    let (tx, publisher) = start_publisher(&kafka, 20_000).await?;
     let projects: std::collections::BTreeSet<&str> =
         cfg.api_keys.values().map(String::as_str).collect();
     let lookback = std::time::Duration::from_millis(verdicts.lookback_ms);

@@ -28,8 +28,7 @@ pub use error::OtlpError;
 
 use crate::config::{IngestConfig, KafkaConfig};
 use crate::contract::Event;
-use crate::emit::Emitter;
-use crate::ingest::{Job, MAX_BODY_BYTES, QUEUE_DEPTH};
+use crate::ingest::{Job, MAX_BODY_BYTES};
 use axum::http::HeaderMap;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
@@ -223,21 +222,8 @@ pub async fn serve(
     // Bound before Kafka is touched: a port in use fails the start at once.
     let http = bind("otlp_addr", &cfg.otlp_addr).await?;
     let grpc = bind("otlp_grpc_addr", &cfg.otlp_grpc_addr).await?;
-    crate::source::ensure_topics(&kafka)
-        .await
-        .map_err(|e| OtlpError::Internal(format!("cannot create topics: {e}")))?;
     // Answer 503 well before an exporter's 10 s timeout when Kafka is unreachable.
-    let mut pcfg = kafka.clone();
-    pcfg.producer
-        .entry("message.timeout.ms".into())
-        .or_insert_with(|| "8000".into());
-    let emitter = Emitter::plain(&pcfg)?;
-    let (tx, jobs) = mpsc::channel(QUEUE_DEPTH);
-    let publisher = tokio::spawn(crate::ingest::publisher(
-        emitter,
-        kafka.topics.input.clone(),
-        jobs,
-    ));
+    let (tx, publisher) = crate::ingest::start_publisher(&kafka, 8_000).await?;
     // Ready means accepting exports; ClickHouse is none of the receiver's business.
     let health = crate::daemon::admin_server(
         cfg.otlp_admin_addr.as_deref(),

@@ -2,6 +2,7 @@
 //! `statistics.interval.ms`): exported as metrics, and read by the worker's watchdog and log
 //! lines so that an operator can tell "waiting for the coordinator" from "joined, nothing
 //! assigned".
+use super::Poisoned;
 use std::sync::Mutex;
 
 /// The last reported state of the group membership.
@@ -41,6 +42,8 @@ impl GroupView {
             rebalance_age_ms: cg.rebalance_age,
             rebalance_reason: cg.rebalance_reason.clone(),
         };
+        // A statistics callback cannot fail: a poisoned view is left as it is, poisoned, and
+        // its reader (`last`) fails instead.
         let Ok(mut last) = self.last.lock() else {
             return;
         };
@@ -57,7 +60,31 @@ impl GroupView {
     }
 
     /// The last report, if librdkafka sent one yet.
-    pub fn last(&self) -> Option<GroupState> {
-        self.last.lock().ok().and_then(|l| l.clone())
+    pub fn last(&self) -> Result<Option<GroupState>, Poisoned> {
+        self.last
+            .lock()
+            .map(|l| l.clone())
+            .map_err(|_| Poisoned("the consumer group view"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poisoned_view_is_an_error_not_an_empty_report() {
+        let view = std::sync::Arc::new(GroupView::default());
+        let v = view.clone();
+        let panicked = std::thread::spawn(move || {
+            let _held = v.last.lock().unwrap();
+            panic!("poisoning the group view on purpose");
+        })
+        .join();
+        assert!(panicked.is_err());
+        let e = view
+            .last()
+            .expect_err("a poisoned view must not read as no report");
+        assert!(e.to_string().contains("consumer group view"), "{e}");
     }
 }

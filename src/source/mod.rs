@@ -15,7 +15,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::ClientContext;
 use rdkafka::TopicPartitionList;
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +57,20 @@ pub enum SourceError {
     },
 }
 
+/// A lock that a thread panicked while holding: what it guards may be half updated, so it is
+/// not read any more, and whoever needs it fails.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} was poisoned (a thread panicked while holding its lock)")]
+pub struct Poisoned(pub &'static str);
+
+/// The assignment bookkeeping, or `Poisoned`: never a default standing in for it (an empty
+/// assignment, no revoke), which would drop partitions or rebalances without a word.
+pub fn lock_assignment(state: &Mutex<Assignment>) -> Result<MutexGuard<'_, Assignment>, Poisoned> {
+    state
+        .lock()
+        .map_err(|_| Poisoned("the partition assignment bookkeeping"))
+}
+
 /// Assignment changes seen by librdkafka's rebalance callback, drained by the worker loop.
 #[derive(Default)]
 pub struct Assignment {
@@ -83,7 +97,7 @@ pub struct Assignment {
 impl Assignment {
     /// Partitions assigned. Under cooperative-sticky these are increments, not the whole
     /// assignment.
-    fn on_assign(&mut self, parts: &[i32]) {
+    pub(crate) fn on_assign(&mut self, parts: &[i32]) {
         self.assigned.extend(parts.iter().copied());
         self.member = true;
     }
@@ -91,7 +105,12 @@ impl Assignment {
     /// Partitions revoked (`tpl` lists them for librdkafka). They wait for the worker to drain
     /// them when the revoke allows it (cooperative and not lost) and the worker is running:
     /// then true, and the worker hands them back itself. Otherwise they count as gone at once.
-    fn on_revoke(&mut self, parts: &[i32], tpl: &TopicPartitionList, drainable: bool) -> bool {
+    pub(crate) fn on_revoke(
+        &mut self,
+        parts: &[i32],
+        tpl: &TopicPartitionList,
+        drainable: bool,
+    ) -> bool {
         for p in parts {
             self.assigned.remove(p);
         }
@@ -149,13 +168,29 @@ impl ConsumerContext for RebalanceContext {
             .iter()
             .map(|e| e.partition())
             .collect();
-        let Ok(mut st) = self.state.lock() else {
-            return;
-        };
-        let res = match err {
+        let revoke = err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS;
+        // The bookkeeping stays locked until librdkafka has the answer: the worker pauses and
+        // resumes the assignment under the same lock, so a partition assigned meanwhile cannot
+        // miss a pause.
+        let (answer, _held) = match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
-                st.on_assign(&parts);
-                tracing::info!(partitions = ?parts, "partitions assigned");
+                self.answer(Rebalance::Assign, &parts, tpl)
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                let kind = Rebalance::Revoke {
+                    cooperative,
+                    lost: c.assignment_lost(),
+                };
+                self.answer(kind, &parts, tpl)
+            }
+            other => {
+                let code: RDKafkaErrorCode = other.into();
+                tracing::warn!(error = %code, "rebalance error");
+                (Answer::Release, None)
+            }
+        };
+        let res = match answer {
+            Answer::Assign { paused } => {
                 let assigned = if cooperative {
                     c.incremental_assign(tpl)
                 } else {
@@ -166,37 +201,95 @@ impl ConsumerContext for RebalanceContext {
                 // unassignment, so a partition paused, lost and assigned again would stay paused
                 // for good unless it is resumed here.
                 match assigned {
-                    Ok(()) if st.paused => c.pause(tpl),
+                    Ok(()) if paused => c.pause(tpl),
                     Ok(()) => c.resume(tpl),
                     Err(e) => Err(e),
                 }
             }
-            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
-                let lost = c.assignment_lost();
-                if lost {
-                    st.member = false;
-                }
-                if st.on_revoke(&parts, tpl, cooperative && !lost) {
-                    tracing::info!(partitions = ?parts, "partitions revoked: draining them first");
-                    Ok(())
-                } else {
-                    tracing::info!(partitions = ?parts, lost, "partitions revoked");
-                    if cooperative {
-                        c.incremental_unassign(tpl)
-                    } else {
-                        c.unassign()
-                    }
-                }
-            }
-            other => {
-                let code: RDKafkaErrorCode = other.into();
-                tracing::warn!(error = %code, "rebalance error");
-                c.unassign()
-            }
+            Answer::Release if revoke && cooperative => c.incremental_unassign(tpl),
+            Answer::Release => c.unassign(),
+            Answer::Defer => Ok(()),
         };
         if let Err(e) = res {
             tracing::warn!(error = %e, "applying the rebalance failed");
         }
+    }
+}
+
+/// A rebalance event, as the bookkeeping needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rebalance {
+    Assign,
+    /// `lost`: the session timed out and the group already gave the partitions away.
+    Revoke {
+        cooperative: bool,
+        lost: bool,
+    },
+}
+
+/// What librdkafka is told about a rebalance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// Take the partitions; `paused` holds them back at once.
+    Assign { paused: bool },
+    /// Let the partitions go now.
+    Release,
+    /// The worker drains the revoked partitions first and hands them back itself.
+    Defer,
+}
+
+impl RebalanceContext {
+    /// Record a rebalance in the assignment bookkeeping and say what librdkafka must be told.
+    ///
+    /// A poisoned bookkeeping is not read: librdkafka still gets its assign or unassign at
+    /// once (a rebalance left unanswered holds up the whole group, and nobody would drain a
+    /// deferred revoke), and the worker, woken, fails with `WorkerError::Poisoned` at its next
+    /// look at the bookkeeping, whose poisoning stays. Assigned partitions are taken paused:
+    /// nothing will process them.
+    fn answer(
+        &self,
+        kind: Rebalance,
+        parts: &[i32],
+        tpl: &TopicPartitionList,
+    ) -> (Answer, Option<MutexGuard<'_, Assignment>>) {
+        let mut st = match self.state.lock() {
+            Ok(st) => st,
+            Err(poisoned) => {
+                tracing::error!(
+                    partitions = ?parts,
+                    rebalance = ?kind,
+                    "the partition assignment bookkeeping is poisoned (a thread panicked while \
+                     holding it): answering the rebalance without it; the worker stops"
+                );
+                // Only the wake-up is touched: a `Notify` is whole whatever update was cut short.
+                poisoned.get_ref().wake.notify_one();
+                let answer = match kind {
+                    Rebalance::Assign => Answer::Assign { paused: true },
+                    Rebalance::Revoke { .. } => Answer::Release,
+                };
+                return (answer, None);
+            }
+        };
+        let answer = match kind {
+            Rebalance::Assign => {
+                st.on_assign(parts);
+                tracing::info!(partitions = ?parts, "partitions assigned");
+                Answer::Assign { paused: st.paused }
+            }
+            Rebalance::Revoke { cooperative, lost } => {
+                if lost {
+                    st.member = false;
+                }
+                if st.on_revoke(parts, tpl, cooperative && !lost) {
+                    tracing::info!(partitions = ?parts, "partitions revoked: draining them first");
+                    Answer::Defer
+                } else {
+                    tracing::info!(partitions = ?parts, lost, "partitions revoked");
+                    Answer::Release
+                }
+            }
+        };
+        (answer, Some(st))
     }
 }
 

@@ -89,6 +89,58 @@ fn a_revoke_while_the_worker_is_not_running_is_not_deferred() {
     assert!(a.assigned.is_empty());
 }
 
+/// The rebalance callback's context over a worker that is running (its revokes wait for it).
+fn running_worker() -> RebalanceContext {
+    RebalanceContext {
+        topic: "in".into(),
+        state: Arc::new(Mutex::new(Assignment {
+            defer_revokes: true,
+            ..Assignment::default()
+        })),
+        group: Arc::default(),
+    }
+}
+
+#[test]
+fn the_callback_defers_a_cooperative_revoke_to_a_healthy_running_worker() {
+    let ctx = running_worker();
+    let (assign, _) = ctx.answer(Rebalance::Assign, &[0, 1], &tpl("in", &[0, 1]));
+    assert_eq!(assign, Answer::Assign { paused: false });
+    let revoke = Rebalance::Revoke {
+        cooperative: true,
+        lost: false,
+    };
+    let (answer, _) = ctx.answer(revoke, &[1], &tpl("in", &[1]));
+    assert_eq!(answer, Answer::Defer);
+}
+
+#[test]
+fn a_poisoned_assignment_still_answers_librdkafka_and_wakes_the_worker() {
+    let ctx = running_worker();
+    let state = ctx.state.clone();
+    let panicked = std::thread::spawn(move || {
+        let _held = state.lock().unwrap();
+        panic!("poisoning the assignment on purpose");
+    })
+    .join();
+    assert!(panicked.is_err());
+    // A revoke the healthy worker would drain is let go at once: nobody will drain it.
+    let revoke = Rebalance::Revoke {
+        cooperative: true,
+        lost: false,
+    };
+    let (answer, held) = ctx.answer(revoke, &[1], &tpl("in", &[1]));
+    assert_eq!(answer, Answer::Release);
+    assert!(held.is_none());
+    // Assigned partitions are taken, held back: nothing will process them.
+    let (answer, _) = ctx.answer(Rebalance::Assign, &[2], &tpl("in", &[2]));
+    assert_eq!(answer, Answer::Assign { paused: true });
+    // The worker does not wait for its next message to find out.
+    assert!(woken(&ctx.state.lock().unwrap_or_else(|p| p.into_inner())));
+    let e = lock_assignment(&ctx.state).err().expect("still poisoned");
+    assert!(e.to_string().contains("poisoned"), "{e}");
+}
+
 #[test]
 fn only_credentials_and_unverifiable_certificates_end_the_connect_wait() {
     use RDKafkaErrorCode as C;

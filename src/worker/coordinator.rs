@@ -9,16 +9,21 @@
 //! while the previous one is still being flushed, or a rewind in progress, holds the input
 //! back at the broker (librdkafka then fetches from the position after the last message it
 //! handed over, so nothing is lost).
-use super::partition::{self, Counters, Epoch};
+//!
+//! Everything it does outside itself goes through seams (`super::seams`): the group consumer
+//! (`GroupConsumer`), and the partition tasks, flushes and transaction aborts it starts
+//! (`Background`). Its unit tests (`coordinator_tests.rs`) drive it on fakes of both.
+use super::partition::{self, Counters, Epoch, Raw};
+use super::seams::{Background, Flushed, GroupConsumer};
 use super::watchdog::{self, Observation, Verdict, Watchdog};
-use super::{Flusher, WorkerError};
-use crate::emit::{blocking, Emitter};
+use super::WorkerError;
+use crate::config::{KafkaConfig, WorkerConfig};
+use crate::emit::blocking;
 use crate::source::{self, Input};
-use rdkafka::consumer::Consumer;
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
@@ -27,11 +32,10 @@ use tokio_util::sync::CancellationToken;
 pub(super) const STAGE_MAX: usize = 4096;
 
 /// A flush; it ends with the offsets it could not commit (see `Coordinator::refused`).
-type FlushTask = JoinHandle<Result<Vec<(i32, i64)>, WorkerError>>;
+type FlushTask = JoinHandle<Flushed>;
 /// A rewind's slow half: the transaction aborted (or, the producer being unusable, a new one
-/// made), then the committed offsets of the rewound partitions read back. Ends with them, and
-/// with a fork of the new producer if there is one.
-type RewindTask = JoinHandle<Result<(TopicPartitionList, Option<Emitter>), WorkerError>>;
+/// made), then the committed offsets of the rewound partitions read back. Ends with them.
+type RewindTask = JoinHandle<Result<TopicPartitionList, WorkerError>>;
 
 #[derive(Default)]
 pub(super) struct FlushCounters {
@@ -39,17 +43,21 @@ pub(super) struct FlushCounters {
     pub rewinds: u64,
 }
 
-pub(super) struct Coordinator {
-    pub flusher: Flusher,
+pub(super) struct Coordinator<C = Input> {
+    pub consumer: Arc<C>,
+    /// Starts partition tasks, flushes and transaction aborts.
+    pub background: Arc<dyn Background>,
+    pub kafka: Arc<KafkaConfig>,
+    pub worker: Arc<WorkerConfig>,
     pub assignment: Arc<Mutex<source::Assignment>>,
-    pub shared: Arc<partition::Shared>,
-    /// Forked into each new partition task (same producer).
-    pub forker: Emitter,
     pub tasks: HashMap<i32, partition::Handle>,
     pub inflight: Option<FlushTask>,
     /// A rewind under way, and the partitions it rewinds: their messages are dropped until it
     /// seeks them back to their commits.
     pub rewinding: Option<(RewindTask, BTreeSet<i32>)>,
+    /// Barriers cut so far: one per flush started, and one per rewind (it cuts too, by throwing
+    /// away everything forwarded before it). See `flush_through`.
+    pub cuts: u64,
     /// Messages forwarded since the last barrier.
     pub batch_msgs: usize,
     /// Messages staged but not yet handed to their tasks.
@@ -78,15 +86,14 @@ pub(super) struct Coordinator {
 /// Revoked partitions on their way back to the group (see `Coordinator::begin_drain`).
 pub(super) struct Drain {
     tpl: TopicPartitionList,
-    deadline: Instant,
-    /// The flush covering everything read for them before the revoke has started.
-    flushed: bool,
+    /// On tokio's clock, which tests can move.
+    deadline: tokio::time::Instant,
+    /// The cut covering everything read for them before the revoke (see `flush_through`).
+    goal: u64,
 }
 
 /// The flush in flight, if any; never resolves without one.
-pub(super) async fn wait_flush(
-    inflight: &mut Option<FlushTask>,
-) -> Result<Result<Vec<(i32, i64)>, WorkerError>, JoinError> {
+async fn wait_flush(inflight: &mut Option<FlushTask>) -> Result<Flushed, JoinError> {
     match inflight {
         Some(h) => h.await,
         None => std::future::pending().await,
@@ -94,49 +101,123 @@ pub(super) async fn wait_flush(
 }
 
 /// The rewind under way, if any; never resolves without one.
-pub(super) async fn wait_rewind(
+async fn wait_rewind(
     rewinding: &mut Option<(RewindTask, BTreeSet<i32>)>,
-) -> Result<Result<(TopicPartitionList, Option<Emitter>), WorkerError>, JoinError> {
+) -> Result<Result<TopicPartitionList, WorkerError>, JoinError> {
     match rewinding {
         Some((h, _)) => h.await,
         None => std::future::pending().await,
     }
 }
 
-impl Coordinator {
-    fn consumer(&self) -> &Arc<Input> {
-        &self.flusher.consumer
+/// Capped doubling back-off for retries that wait on the brokers coming back.
+pub(super) struct Backoff(Duration);
+
+impl Backoff {
+    pub fn new() -> Self {
+        Self(Duration::from_millis(200))
+    }
+
+    /// Log the failed attempt; how long to wait before the next.
+    pub fn next(&mut self, what: &str, e: &dyn std::fmt::Display) -> Duration {
+        let d = self.0;
+        tracing::warn!(error = %e, retry_in_ms = d.as_millis() as u64, "{what} failed; retrying");
+        self.0 = (d * 2).min(Duration::from_secs(10));
+        d
+    }
+}
+
+/// The assignment bookkeeping; a poisoned one ends the worker.
+pub(super) fn lock(
+    assignment: &Mutex<source::Assignment>,
+) -> Result<MutexGuard<'_, source::Assignment>, WorkerError> {
+    Ok(source::lock_assignment(assignment)?)
+}
+
+impl<C: GroupConsumer> Coordinator<C> {
+    pub fn new(
+        consumer: Arc<C>,
+        background: Arc<dyn Background>,
+        kafka: Arc<KafkaConfig>,
+        worker: Arc<WorkerConfig>,
+        assignment: Arc<Mutex<source::Assignment>>,
+        group: Arc<source::group::GroupView>,
+    ) -> Self {
+        Self {
+            consumer,
+            background,
+            kafka,
+            watchdog: Watchdog::new(Duration::from_millis(worker.watchdog_timeout_ms)),
+            worker,
+            assignment,
+            tasks: HashMap::new(),
+            inflight: None,
+            rewinding: None,
+            cuts: 0,
+            batch_msgs: 0,
+            staged: 0,
+            deadline: None,
+            paused: false,
+            counts: FlushCounters::default(),
+            received: false,
+            probe: None,
+            probed_at: None,
+            group,
+            drain: None,
+            refused: Default::default(),
+            flushed_at: Instant::now(),
+        }
     }
 
     fn input_topic(&self) -> &str {
-        &self.flusher.kafka.topics.input
+        &self.kafka.topics.input
     }
 
     fn timeout(&self) -> Duration {
-        Duration::from_millis(self.flusher.worker.flush_timeout_ms)
+        Duration::from_millis(self.worker.flush_timeout_ms)
     }
 
     /// Whether the group has taken this worker in (an assignment, even an empty one, arrived
     /// and was not lost since).
     pub fn member(&self) -> Result<bool, WorkerError> {
-        Ok(self
-            .assignment
-            .lock()
-            .map_err(|_| WorkerError::Poisoned)?
-            .member)
+        Ok(lock(&self.assignment)?.member)
     }
 
     /// Partitions assigned now (as the rebalance callback recorded them).
     fn assigned(&self) -> Result<BTreeSet<i32>, WorkerError> {
-        let a = self.assignment.lock().map_err(|_| WorkerError::Poisoned)?;
-        Ok(a.assigned.iter().copied().collect())
+        Ok(lock(&self.assignment)?.assigned.iter().copied().collect())
+    }
+
+    /// What the rebalance callback recorded since the last look: partitions lost are dropped
+    /// with their uncommitted work (the next owner restores from the changelog and resumes
+    /// from the committed offset); a cooperative revoke starts its drain.
+    pub fn rebalanced(&mut self) -> Result<(), WorkerError> {
+        let (lost, draining) = {
+            let mut a = lock(&self.assignment)?;
+            (std::mem::take(&mut a.revoked), a.draining.take())
+        };
+        for p in lost {
+            self.remove(p);
+        }
+        if let Some(tpl) = draining {
+            self.begin_drain(tpl);
+        }
+        Ok(())
     }
 
     /// Copy a message into its partition's next chunk (if the partition is still ours and not
     /// being rewound).
     pub fn stage(&mut self, m: &BorrowedMessage<'_>) -> Result<(), WorkerError> {
+        self.stage_with(m.partition(), || Raw {
+            offset: m.offset(),
+            key: m.key().map(<[u8]>::to_vec),
+            payload: m.payload().map(<[u8]>::to_vec),
+        })
+    }
+
+    /// `stage`, with `raw` copying the message out of librdkafka's buffer only if it is kept.
+    pub fn stage_with(&mut self, p: i32, raw: impl FnOnce() -> Raw) -> Result<(), WorkerError> {
         self.received = true;
-        let p = m.partition();
         if self
             .rewinding
             .as_ref()
@@ -145,38 +226,26 @@ impl Coordinator {
             // Read again once the rewind has sought the partition back to its commit.
             return Ok(());
         }
-        let owned = self
-            .assignment
-            .lock()
-            .map_err(|_| WorkerError::Poisoned)?
-            .assigned
-            .contains(&p);
-        if !owned {
+        if !lock(&self.assignment)?.assigned.contains(&p) {
             return Ok(());
         }
-        let raw = partition::Raw {
-            offset: m.offset(),
-            key: m.key().map(<[u8]>::to_vec),
-            payload: m.payload().map(<[u8]>::to_vec),
-        };
-        let task = self.task(p);
-        task.staged.push(raw);
+        let task = self.task(p)?;
+        task.staged.push(raw());
         self.staged += 1;
         self.batch_msgs += 1;
         if self.deadline.is_none() {
             self.deadline = Some(
-                tokio::time::Instant::now()
-                    + Duration::from_millis(self.flusher.worker.flush_interval_ms),
+                tokio::time::Instant::now() + Duration::from_millis(self.worker.flush_interval_ms),
             );
         }
         Ok(())
     }
 
-    fn task(&mut self, p: i32) -> &mut partition::Handle {
-        let (shared, forker) = (&self.shared, &self.forker);
-        self.tasks
-            .entry(p)
-            .or_insert_with(|| partition::Handle::spawn(shared.clone(), p, forker.fork()))
+    fn task(&mut self, p: i32) -> Result<&mut partition::Handle, WorkerError> {
+        Ok(match self.tasks.entry(p) {
+            std::collections::hash_map::Entry::Occupied(t) => t.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(self.background.partition(p)?),
+        })
     }
 
     /// Start a task (and so its state's restore) for every assigned partition that has none:
@@ -187,7 +256,7 @@ impl Coordinator {
             return Ok(());
         }
         for p in self.assigned()? {
-            self.task(p);
+            self.task(p)?;
         }
         Ok(())
     }
@@ -233,12 +302,19 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Whether a flush should start now: a batch that is due or full, or, with nothing read,
-    /// offsets whose commit was refused a while ago.
-    pub fn flush_due(&self) -> bool {
-        if self.inflight.is_some() || self.rewinding.is_some() {
-            return false;
+    /// After every wake-up of the loop, whatever woke it: a drain moves on, a batch due is
+    /// flushed (once the flush in flight is done), and the input is held back or let go.
+    pub fn tend(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+        self.advance_drain(shutdown)?;
+        if self.flush_due() {
+            self.flush_through(self.goal(), shutdown)?;
         }
+        self.apply_hold()
+    }
+
+    /// Whether a flush is wanted now: a batch that is due or full, or, with nothing read,
+    /// offsets whose commit was refused a while ago.
+    fn flush_due(&self) -> bool {
         let due = self
             .deadline
             .is_some_and(|d| tokio::time::Instant::now() >= d);
@@ -248,7 +324,7 @@ impl Coordinator {
 
     /// A full batch: flush it as soon as the flush in flight is done.
     pub fn full(&self) -> bool {
-        self.batch_msgs >= self.flusher.worker.batch_max_messages
+        self.batch_msgs >= self.worker.batch_max_messages
     }
 
     /// Whether input must be held back now: during a rewind, or when a second batch filled
@@ -257,21 +333,21 @@ impl Coordinator {
     /// the input is never paused.
     pub fn must_hold(&self) -> bool {
         self.rewinding.is_some()
-            || self.batch_msgs >= self.flusher.worker.batch_max_messages.saturating_mul(2)
+            || self.batch_msgs >= self.worker.batch_max_messages.saturating_mul(2)
     }
 
     /// Pause or resume every assigned partition so that they match `must_hold`.
-    pub fn apply_hold(&mut self) -> Result<(), WorkerError> {
+    fn apply_hold(&mut self) -> Result<(), WorkerError> {
         let hold = self.must_hold();
         if hold == self.paused {
             return Ok(());
         }
-        let mut a = self.assignment.lock().map_err(|_| WorkerError::Poisoned)?;
-        let tpl = self.consumer().assignment().map_err(WorkerError::Commit)?;
+        let mut a = lock(&self.assignment)?;
+        let tpl = self.consumer.assignment().map_err(WorkerError::Commit)?;
         let r = if hold {
-            self.consumer().pause(&tpl)
+            self.consumer.pause(&tpl)
         } else {
-            self.consumer().resume(&tpl)
+            self.consumer.resume(&tpl)
         };
         if let Err(e) = r {
             // A partition revoked between the two calls: the next loop tries again.
@@ -284,10 +360,48 @@ impl Coordinator {
         Ok(())
     }
 
+    /// The cut that covers every message forwarded so far: the next one if anything was
+    /// forwarded (or refused a commit) since the last, else the last (perhaps still in flight).
+    pub fn goal(&self) -> u64 {
+        if self.batch_msgs > 0 || !self.refused.is_empty() {
+            self.cuts + 1
+        } else {
+            self.cuts
+        }
+    }
+
+    /// The one way a flush starts, and how every "wait for the flush in flight, then flush"
+    /// is written (a batch due, a drain, the final flush): true once cut `goal` (see `goal`)
+    /// is covered, everything forwarded before it durable and committed (unless the group
+    /// refused the commit), or thrown away by a rewind (then read again from the commit).
+    /// Otherwise false, with a flush started if
+    /// none was in flight (one at a time) and no rewind under way; the caller calls again once
+    /// the flush in flight or the rewind ended (`finished`). Never waits itself.
+    pub fn flush_through(
+        &mut self,
+        goal: u64,
+        shutdown: &CancellationToken,
+    ) -> Result<bool, WorkerError> {
+        // Every cut but the flush in flight is behind us: settled, or thrown away by a rewind.
+        let covered = self.cuts - u64::from(self.inflight.is_some());
+        if covered >= goal {
+            return Ok(true);
+        }
+        if self.inflight.is_some() || self.rewinding.is_some() {
+            return Ok(false);
+        }
+        if self.batch_msgs == 0 && self.refused.is_empty() {
+            // The flush that cleared the refused offsets left nothing to do.
+            return Ok(true);
+        }
+        self.start_flush(shutdown)?;
+        Ok(false)
+    }
+
     /// Send every partition with new messages a barrier, then start the flush: it collects
     /// their epochs (all messages forwarded so far, and nothing after) and makes them durable.
     /// Nothing here waits.
-    pub fn start_flush(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+    fn start_flush(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
         let mut waits = Vec::new();
         for (p, task) in self.tasks.iter_mut().filter(|(_, t)| t.dirty) {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -297,9 +411,10 @@ impl Coordinator {
             task.dirty = false;
             waits.push(rx);
         }
+        self.cuts += 1;
         self.batch_msgs = 0;
         self.deadline = None;
-        let f = self.flusher.clone();
+        let background = self.background.clone();
         let shutdown = shutdown.clone();
         let carry: Vec<(i32, i64)> = self.refused.iter().map(|(p, o)| (*p, *o)).collect();
         self.inflight = Some(tokio::spawn(async move {
@@ -311,16 +426,26 @@ impl Coordinator {
                     epochs.push(epoch?);
                 }
             }
-            f.flush(epochs, carry, &shutdown).await
+            background.flush(epochs, carry, shutdown).await
         }));
         Ok(())
     }
 
+    /// Wait until the flush in flight or the rewind under way ends, and take its end in (a
+    /// failed flush may start a rewind). Never resolves with neither; cancel-safe, so the loop
+    /// selects on it beside the consumer.
+    pub async fn finished(&mut self) -> Result<(), WorkerError> {
+        tokio::select! {
+            r = wait_flush(&mut self.inflight) => {
+                self.inflight = None;
+                self.settle(r)
+            }
+            r = wait_rewind(&mut self.rewinding) => self.finish_rewind(r),
+        }
+    }
+
     /// A finished flush: a transient failure rewinds, anything else fatal ends the worker.
-    pub fn settle(
-        &mut self,
-        r: Result<Result<Vec<(i32, i64)>, WorkerError>, JoinError>,
-    ) -> Result<(), WorkerError> {
+    fn settle(&mut self, r: Result<Flushed, JoinError>) -> Result<(), WorkerError> {
         self.flushed_at = Instant::now();
         match r {
             Ok(Ok(refused)) => {
@@ -344,23 +469,18 @@ impl Coordinator {
         }
     }
 
-    /// Wait for `fut` while serving the consumer (its commit answers and rebalances), with the
-    /// input paused and whatever still arrives dropped: only for the way out, when nothing read
-    /// from now on will be processed or committed.
-    async fn serving<T>(&mut self, fut: impl std::future::Future<Output = T>) -> T {
-        let consumer = self.consumer().clone();
+    /// `finished`, serving the consumer meanwhile (its commit answers and rebalances), with
+    /// the input paused and whatever still arrives dropped: only for the way out, when nothing
+    /// read from now on will be processed or committed.
+    async fn finished_serving(&mut self) -> Result<(), WorkerError> {
+        let consumer = self.consumer.clone();
         if let Ok(tpl) = consumer.assignment() {
             let _ = consumer.pause(&tpl);
         }
-        tokio::pin!(fut);
         loop {
             tokio::select! {
-                r = &mut fut => return r,
-                m = consumer.recv() => {
-                    if let Err(e) = m {
-                        tracing::debug!(error = %e, "consumer error while stopping");
-                    }
-                }
+                r = self.finished() => return r,
+                () = consumer.serve() => {}
             }
         }
     }
@@ -368,16 +488,9 @@ impl Coordinator {
     /// Flush and commit everything so far before stopping (waiting for the flush in flight
     /// first), the consumer served meanwhile.
     pub async fn flush_all(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
-        if let Some(h) = self.inflight.take() {
-            let r = self.serving(h).await;
-            self.settle(r)?;
-        }
-        if self.batch_msgs > 0 && self.rewinding.is_none() {
-            self.start_flush(shutdown)?;
-            if let Some(h) = self.inflight.take() {
-                let r = self.serving(h).await;
-                self.settle(r)?;
-            }
+        let goal = self.goal();
+        while !self.flush_through(goal, shutdown)? {
+            self.finished_serving().await?;
         }
         Ok(())
     }
@@ -385,53 +498,50 @@ impl Coordinator {
     /// A cooperative revoke: what was done for those partitions is flushed and committed (so
     /// their next owner starts exactly there), then they are handed back. The revoked
     /// partitions' later messages are no longer staged (they left `assigned`), so the drain
-    /// ends once the flush in flight and one more are done; `advance_drain` moves it on from
-    /// the loop, which keeps polling meanwhile.
+    /// ends once the flush covering what was forwarded until now is done; `advance_drain`
+    /// moves it on from the loop, which keeps polling meanwhile.
     pub fn begin_drain(&mut self, tpl: TopicPartitionList) {
+        let goal = self.goal();
         match &mut self.drain {
             Some(d) => {
                 for e in tpl.elements() {
                     d.tpl.add_partition(e.topic(), e.partition());
                 }
-                d.flushed = false;
+                d.goal = goal;
             }
             None => {
-                let deadline =
-                    Instant::now() + Duration::from_millis(self.flusher.worker.revoke_drain_ms);
+                let deadline = tokio::time::Instant::now()
+                    + Duration::from_millis(self.worker.revoke_drain_ms);
                 self.drain = Some(Drain {
                     tpl,
                     deadline,
-                    flushed: false,
+                    goal,
                 });
             }
         }
     }
 
-    /// Move a drain on: start its flush once the one in flight is done, hand the partitions
-    /// back once that flush is done too (or a rewind dropped their work, or time ran out).
-    pub fn advance_drain(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
-        let Some(d) = &mut self.drain else {
+    /// Move a drain on: hand the partitions back once everything read for them is durable and
+    /// committed (or a rewind dropped it), or once time ran out.
+    fn advance_drain(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+        let Some(d) = &self.drain else {
             return Ok(());
         };
-        if Instant::now() >= d.deadline {
+        if tokio::time::Instant::now() >= d.deadline {
             // A half-done flush leaves deliveries untracked: start over from the last commit
             // rather than commit past anything unacknowledged.
             tracing::warn!(
-                revoke_drain_ms = self.flusher.worker.revoke_drain_ms,
+                revoke_drain_ms = self.worker.revoke_drain_ms,
                 "revoked partitions not drained in time; their next owner redoes the \
                  uncommitted batch"
             );
             self.start_rewind(false)?;
             return self.hand_back();
         }
-        if self.inflight.is_some() {
-            return Ok(());
+        if self.flush_through(d.goal, shutdown)? {
+            self.hand_back()?;
         }
-        if !d.flushed && self.batch_msgs > 0 && self.rewinding.is_none() {
-            d.flushed = true;
-            return self.start_flush(shutdown);
-        }
-        self.hand_back()
+        Ok(())
     }
 
     fn hand_back(&mut self) -> Result<(), WorkerError> {
@@ -442,7 +552,7 @@ impl Coordinator {
         for e in d.tpl.elements_for_topic(&input) {
             self.remove(e.partition());
         }
-        if let Err(e) = self.consumer().incremental_unassign(&d.tpl) {
+        if let Err(e) = self.consumer.incremental_unassign(&d.tpl) {
             tracing::warn!(error = %e, "handing back revoked partitions failed");
         }
         Ok(())
@@ -464,7 +574,7 @@ impl Coordinator {
     /// the changelog (read_committed, so it matches the committed offsets exactly). Only the
     /// bookkeeping happens here; the slow half (aborting the transaction, reading the commits
     /// back) runs as a task while the coordinator keeps polling with the input paused.
-    pub fn start_rewind(&mut self, renew: bool) -> Result<(), WorkerError> {
+    fn start_rewind(&mut self, renew: bool) -> Result<(), WorkerError> {
         if let Some(h) = self.inflight.take() {
             // Its current librdkafka call is bounded; it lets go of the emitter after it.
             h.abort();
@@ -478,68 +588,25 @@ impl Coordinator {
         }
         self.tasks.clear();
         self.refused.clear();
+        self.cuts += 1;
         self.batch_msgs = 0;
         self.staged = 0;
         self.deadline = None;
         self.counts.rewinds += 1;
         metrics::counter!("eddy_rewinds_total").increment(1);
-        let emitter = self.flusher.emitter.clone();
-        let kafka = self.flusher.kafka.clone();
-        let consumer = self.consumer().clone();
+        let background = self.background.clone();
+        let consumer = self.consumer.clone();
         let topic = self.input_topic().to_string();
         let timeout = self.timeout();
         let list = parts.clone();
         let task = tokio::spawn(async move {
-            let mut delay = Duration::from_millis(200);
-            let mut backoff = |what: &str, e: &dyn std::fmt::Display| {
-                tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "{what} failed; retrying");
-                let d = delay;
-                delay = (delay * 2).min(Duration::from_secs(10));
-                d
-            };
-            // Abort the transaction (exactly_once), retried while the brokers are away; or,
-            // the producer being unusable, replace it (which aborts what it left open).
-            let mut renew = renew;
-            let mut fresh = None;
-            loop {
-                let mut em = emitter.clone().lock_owned().await;
-                if renew {
-                    let kafka = kafka.clone();
-                    let made = tokio::task::spawn_blocking(move || Emitter::new(&kafka))
-                        .await
-                        .map_err(WorkerError::Join)?;
-                    match made {
-                        Ok(new) => {
-                            tracing::warn!("the Kafka producer was unusable: replaced it");
-                            metrics::counter!("eddy_producer_renewals_total").increment(1);
-                            fresh = Some(new.fork());
-                            *em = new;
-                            break;
-                        }
-                        Err(e) if e.is_fenced() => return Err(WorkerError::Emit(e)),
-                        Err(e) => {
-                            drop(em);
-                            tokio::time::sleep(backoff("making a new producer", &e)).await;
-                            continue;
-                        }
-                    }
-                }
-                let aborted =
-                    tokio::task::spawn_blocking(move || em.abort_transaction(timeout).map(|_| em))
-                        .await
-                        .map_err(WorkerError::Join)?;
-                match aborted {
-                    Ok(_) => break,
-                    Err(e) if e.is_fenced() => return Err(WorkerError::Emit(e)),
-                    Err(e) if e.needs_new_producer() => renew = true,
-                    Err(e) => tokio::time::sleep(backoff("aborting the transaction", &e)).await,
-                }
-            }
-            // Where the rewound partitions start again.
+            background.abort(renew).await?;
+            // Where the rewound partitions start again, retried while the brokers are away.
             let mut tpl = TopicPartitionList::new();
             for p in &list {
                 tpl.add_partition(&topic, *p);
             }
+            let mut backoff = Backoff::new();
             loop {
                 let (c, t) = (consumer.clone(), tpl.clone());
                 let committed =
@@ -547,9 +614,9 @@ impl Coordinator {
                         .await
                         .map_err(WorkerError::Join)?;
                 match committed {
-                    Ok(c) => return Ok((c, fresh)),
+                    Ok(c) => return Ok(c),
                     Err(e) => {
-                        tokio::time::sleep(backoff("reading the committed offsets", &e)).await
+                        tokio::time::sleep(backoff.next("reading the committed offsets", &e)).await
                     }
                 }
             }
@@ -561,16 +628,12 @@ impl Coordinator {
     /// The rewind's slow half is done: seek the partitions still ours back to their commits.
     /// Messages fetched before the seek are dropped by librdkafka; the next ones are read
     /// again from the commit.
-    pub fn finish_rewind(
+    fn finish_rewind(
         &mut self,
-        r: Result<Result<(TopicPartitionList, Option<Emitter>), WorkerError>, JoinError>,
+        r: Result<Result<TopicPartitionList, WorkerError>, JoinError>,
     ) -> Result<(), WorkerError> {
-        let (committed, fresh) = r.map_err(WorkerError::Join)??;
+        let committed = r.map_err(WorkerError::Join)??;
         self.rewinding = None;
-        if let Some(fork) = fresh {
-            // New partition tasks send through the new producer.
-            self.forker = fork;
-        }
         let assigned = self.assigned()?;
         let topic = self.input_topic().to_string();
         let mut seek = TopicPartitionList::new();
@@ -587,7 +650,7 @@ impl Coordinator {
         }
         let sought_count = seek.count();
         if sought_count > 0 {
-            let consumer = self.consumer().clone();
+            let consumer = self.consumer.clone();
             let timeout = self.timeout();
             let sought = blocking(|| consumer.seek_partitions(seek, timeout))
                 .map_err(WorkerError::Commit)?;
@@ -632,7 +695,7 @@ impl Coordinator {
                     .is_none_or(|t| t.elapsed() >= watchdog::IDLE_BEFORE_PROBE);
                 if self.probe.is_none() && due {
                     self.probed_at = Some(Instant::now());
-                    let kafka = self.flusher.kafka.clone();
+                    let kafka = self.kafka.clone();
                     self.probe = Some(tokio::task::spawn_blocking(move || {
                         watchdog::probe(&kafka, Duration::from_secs(5))
                     }));
@@ -649,11 +712,11 @@ impl Coordinator {
     }
 
     /// The progress line's numbers.
-    pub fn progress(&self, counters: &Counters) {
+    pub fn progress(&self, counters: &Counters) -> Result<(), WorkerError> {
         let open: usize = self.tasks.values().map(partition::Handle::open_runs).sum();
         metrics::gauge!("eddy_open_runs").set(open as f64);
-        let group = self.group.last().unwrap_or_default();
-        let assigned = self.assigned().map(|a| a.len()).unwrap_or(0);
+        let group = self.group.last()?.unwrap_or_default();
+        let assigned = self.assigned()?.len();
         tracing::info!(
             events = Counters::get(&counters.events),
             outputs = Counters::get(&counters.outputs),
@@ -666,6 +729,7 @@ impl Coordinator {
             open_runs = open,
             "progress"
         );
+        Ok(())
     }
 }
 
@@ -675,3 +739,7 @@ impl Coordinator {
 pub(super) fn needs_rewind(e: &WorkerError) -> bool {
     matches!(e, WorkerError::Emit(e) if e.is_transient() || e.needs_new_producer())
 }
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;

@@ -6,7 +6,10 @@
 //! dead letter they caused, and (3) the changelog holds the run state covering them. See
 //! DESIGN.md for the invariants and what each failure does.
 mod coordinator;
+#[cfg(test)]
+mod fakes;
 mod flush;
+mod live;
 mod partition;
 mod seams;
 mod watchdog;
@@ -18,15 +21,13 @@ use crate::emit::{EmitError, Emitter};
 use crate::engine::EngineConfig;
 use crate::sink::{ClickHouseSink, SinkError};
 use crate::source::{self, SourceError};
-use coordinator::{wait_flush, wait_rewind, Coordinator, FlushCounters, STAGE_MAX};
+use coordinator::{lock, Coordinator, STAGE_MAX};
 use futures::FutureExt;
 use partition::Counters;
 use rdkafka::consumer::Consumer;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use watchdog::Watchdog;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -44,8 +45,11 @@ pub enum WorkerError {
     TaskGone(i32),
     #[error(transparent)]
     Admin(#[from] admin::AdminError),
-    #[error("the worker's partition bookkeeping was poisoned by a panic in librdkafka's rebalance callback")]
-    Poisoned,
+    #[error(
+        "{0}: what it says can no longer be trusted, so the worker stops; its restart rejoins \
+         the group and resumes from the last commit"
+    )]
+    Poisoned(#[from] source::Poisoned),
     #[error(
         "watchdog: {0}. Exiting so that a restart rejoins the consumer group (watchdog_timeout_ms)"
     )]
@@ -127,8 +131,8 @@ pub async fn run(
         counters: counters.clone(),
     });
     let ctx = consumer.context().clone();
-    let mut co = Coordinator {
-        flusher: Flusher {
+    let live = live::Live::new(
+        Flusher {
             kafka: kafka.clone(),
             worker: worker.clone(),
             sink,
@@ -137,37 +141,24 @@ pub async fn run(
             changelog_topic,
             health: health.clone(),
         },
-        assignment: assignment.clone(),
         shared,
         forker,
-        tasks: HashMap::new(),
-        inflight: None,
-        rewinding: None,
-        batch_msgs: 0,
-        staged: 0,
-        deadline: None,
-        paused: false,
-        counts: FlushCounters::default(),
-        watchdog: Watchdog::new(Duration::from_millis(worker.watchdog_timeout_ms)),
-        received: false,
-        probe: None,
-        probed_at: None,
-        group: ctx.group.clone(),
-        drain: None,
-        refused: Default::default(),
-        flushed_at: Instant::now(),
-    };
+    );
+    let mut co = Coordinator::new(
+        consumer.clone(),
+        Arc::new(live),
+        kafka.clone(),
+        worker.clone(),
+        assignment.clone(),
+        ctx.group.clone(),
+    );
     let mut last_progress = Instant::now();
     let mut last_watch = Instant::now();
     let progress_every = Duration::from_secs(worker.progress_interval_s.max(1));
     // Declared after the consumer, so dropped before it: closing the consumer revokes
     // everything, and nothing would be left to drain those revokes.
-    let _defer = DeferRevokes::on(&assignment);
-    let wake = assignment
-        .lock()
-        .map_err(|_| WorkerError::Poisoned)?
-        .wake
-        .clone();
+    let _defer = DeferRevokes::on(&assignment)?;
+    let wake = lock(&assignment)?.wake.clone();
     tracing::info!(topic = %kafka.topics.input, group = %kafka.group_id, "consuming");
     health.set_clickhouse_ok(true);
     health.set_member(false);
@@ -188,33 +179,17 @@ pub async fn run(
                 health.set_draining();
                 break;
             }
-            r = wait_flush(&mut co.inflight) => {
-                co.inflight = None;
-                co.settle(r)?;
-                None
-            }
-            r = wait_rewind(&mut co.rewinding) => {
-                co.finish_rewind(r)?;
+            r = co.finished() => {
+                r?;
                 None
             }
             _ = tokio::time::sleep_until(timeout) => None,
             _ = wake.notified() => None,
             m = consumer.recv() => Some(m),
         };
-        // Partitions lost since the last message: their uncommitted work is dropped; the next
-        // owner restores from the changelog and resumes from the committed offset.
-        let (lost, draining) = {
-            let mut a = assignment.lock().map_err(|_| WorkerError::Poisoned)?;
-            (std::mem::take(&mut a.revoked), a.draining.take())
-        };
-        for p in lost {
-            co.remove(p);
-        }
-        // A cooperative revoke waits for us: make what was done for those partitions durable
-        // and committed, so their next owner starts exactly there, then hand them back.
-        if let Some(tpl) = draining {
-            co.begin_drain(tpl);
-        }
+        // Partitions lost since the last message, and a cooperative revoke waiting for us to
+        // make what was done for its partitions durable and committed before handing them back.
+        co.rebalanced()?;
         match msg {
             Some(Ok(m)) => {
                 co.stage(&m)?;
@@ -238,11 +213,7 @@ pub async fn run(
         co.spawn_assigned()?;
         health.set_member(co.member()?);
         health.set_restoring(co.restoring().await?);
-        co.advance_drain(&shutdown)?;
-        if co.flush_due() {
-            co.start_flush(&shutdown)?;
-        }
-        co.apply_hold()?;
+        co.tend(&shutdown)?;
         if last_watch.elapsed() >= Duration::from_secs(1) {
             last_watch = Instant::now();
             // Waiting on purpose: input held back, or ClickHouse not answering a flush.
@@ -261,7 +232,7 @@ pub async fn run(
         }
         if worker.progress_interval_s > 0 && last_progress.elapsed() >= progress_every {
             last_progress = Instant::now();
-            co.progress(&counters);
+            co.progress(&counters)?;
         }
     }
     // Graceful shutdown: make everything durable and commit it before leaving (unless a
@@ -276,10 +247,7 @@ pub async fn run(
         }
     }
     // A revoke that arrived as we stopped: everything is committed now, hand the partitions back.
-    let draining = assignment.lock().ok().and_then(|mut a| a.draining.take());
-    if let Some(tpl) = draining {
-        co.begin_drain(tpl);
-    }
+    co.rebalanced()?;
     co.hand_back_on_exit()?;
     co.tasks.clear();
     tracing::info!(
@@ -300,17 +268,18 @@ pub async fn run(
 struct DeferRevokes(Arc<std::sync::Mutex<source::Assignment>>);
 
 impl DeferRevokes {
-    fn on(a: &Arc<std::sync::Mutex<source::Assignment>>) -> Self {
-        if let Ok(mut st) = a.lock() {
-            st.defer_revokes = true;
-        }
-        Self(a.clone())
+    fn on(a: &Arc<std::sync::Mutex<source::Assignment>>) -> Result<Self, WorkerError> {
+        lock(a)?.defer_revokes = true;
+        Ok(Self(a.clone()))
     }
 }
 
 impl Drop for DeferRevokes {
     fn drop(&mut self) {
-        if let Ok(mut st) = self.0.lock() {
+        // A poisoned bookkeeping leaves nothing to switch off: the rebalance callback then
+        // defers nothing (it answers every rebalance at once), and the worker is already
+        // failing with that error.
+        if let Ok(mut st) = lock(&self.0) {
             st.defer_revokes = false;
         }
     }

@@ -2,16 +2,21 @@
 //! `PartitionEngine`), the ClickHouse rows and output deliveries it produced since the last
 //! barrier, and its next offset. Tasks run on every core; they never commit: at a barrier they
 //! hand their epoch to the coordinator, which makes it durable and commits (see `super`).
+//!
+//! A task is generic over what it sends (`TaskSink`: the worker's `Emitter` fork) and is handed
+//! its restore as a closure, so its tests run it without a broker (`partition_tests.rs`).
+use super::seams::TaskSink;
 use super::{check_key, wall_ms, WorkerError};
 use crate::changelog;
 use crate::config::{KafkaConfig, WorkerConfig};
 use crate::contract::input::decode_bounded;
 use crate::contract::{Event, OutputEvent, RunKey};
-use crate::emit::{DeadLetter, Emitter, Outbox};
+use crate::emit::{DeadLetter, Outbox};
 use crate::engine::{EngineConfig, Outcome, PartitionEngine};
 use crate::sink::rows::{push_output, Origin, RollupRow};
 use crate::sink::{Batch, StepRow};
-use crate::source::restore::restore_with;
+use crate::source::restore::Restored;
+use crate::source::SourceError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -113,11 +118,17 @@ impl Default for Status {
 }
 
 impl Handle {
-    /// Start the task; it restores the partition's state from the changelog at once.
-    pub fn spawn(sh: Arc<Shared>, partition: i32, emitter: Emitter) -> Self {
+    /// Start the task; it restores the partition's state at once, with `restore` (reading the
+    /// changelog partition: blocking, so it runs on a blocking thread).
+    pub fn spawn<E: TaskSink>(
+        sh: Arc<Shared>,
+        partition: i32,
+        emitter: E,
+        restore: impl FnOnce() -> Result<Restored, SourceError> + Send + 'static,
+    ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let status = Arc::new(Status::default());
-        let join = tokio::spawn(run(sh, partition, emitter, rx, status.clone()));
+        let join = tokio::spawn(run(sh, partition, emitter, restore, rx, status.clone()));
         Self {
             tx,
             join,
@@ -151,11 +162,11 @@ impl Drop for Handle {
     }
 }
 
-struct Task {
+struct Task<E> {
     sh: Arc<Shared>,
     partition: i32,
     engine: PartitionEngine,
-    emitter: Emitter,
+    emitter: E,
     batch: Batch,
     outs: Vec<OutputEvent>,
     /// Next offset to commit (one past the last message applied).
@@ -168,15 +179,16 @@ struct Task {
     run_offsets_max: i64,
 }
 
-async fn run(
+async fn run<E: TaskSink>(
     sh: Arc<Shared>,
     partition: i32,
-    emitter: Emitter,
+    emitter: E,
+    restore: impl FnOnce() -> Result<Restored, SourceError> + Send + 'static,
     mut rx: mpsc::UnboundedReceiver<Cmd>,
     status: Arc<Status>,
 ) {
     // Restore before the first message; messages wait in the queue meanwhile.
-    let mut task = match Task::restore(sh, partition, emitter).await {
+    let mut task = match Task::restore(sh, partition, emitter, restore).await {
         Ok(t) => {
             status
                 .open_runs
@@ -223,16 +235,14 @@ async fn run(
     }
 }
 
-impl Task {
+impl<E: TaskSink> Task<E> {
     async fn restore(
         sh: Arc<Shared>,
         partition: i32,
-        emitter: Emitter,
+        emitter: E,
+        restore: impl FnOnce() -> Result<Restored, SourceError> + Send + 'static,
     ) -> Result<Self, WorkerError> {
-        let props = sh.kafka.client_props();
-        let topic = sh.changelog_topic.clone();
-        let restored =
-            tokio::task::spawn_blocking(move || restore_with(&props, &topic, partition)).await??;
+        let restored = tokio::task::spawn_blocking(restore).await??;
         metrics::histogram!("eddy_state_restore_seconds").record(restored.elapsed.as_secs_f64());
         tracing::info!(
             partition,
@@ -400,3 +410,7 @@ fn record_output(o: &OutputEvent, age_ms: i64) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "partition_tests.rs"]
+mod tests;

@@ -1,18 +1,32 @@
-//! The four kinds of I/O a flush does, one trait each, so the commit rule (`super::flush`) can
-//! run on fakes that fail at any step. The real implementations are thin: ClickHouse inserts,
-//! the Kafka producer (outputs, dead letters, changelog, transaction) and the group consumer.
+//! The I/O of the worker, as traits, so that its logic runs on fakes in unit tests:
 //!
-//! These are per-flush calls, not per-message ones: the partition tasks' hot path keeps calling
-//! the concrete `Emitter` directly.
-use crate::emit::{blocking, EmitError, Emitter, Outbox};
+//! - the four kinds of I/O a flush does, one trait each, so the commit rule (`super::flush`)
+//!   can be made to fail at any step: ClickHouse inserts, the Kafka producer (outputs, dead
+//!   letters, changelog, transaction) and the group consumer's offset commit;
+//! - what the coordinator (`super::coordinator`) does outside itself: the few calls it makes
+//!   on the group consumer (`GroupConsumer`), and the work it starts beside its loop
+//!   (`Background`: partition tasks, flushes, a rewind's transaction abort), so its barriers,
+//!   drains and rewinds can be driven step by step;
+//! - what a partition task sends per message (`TaskSink`), and its restore (a closure handed to
+//!   `partition::Handle::spawn`), so a task runs without a broker.
+//!
+//! The flush's and the coordinator's traits are per-flush or per-rebalance calls. The
+//! per-message one, `TaskSink`, is a generic parameter, not a trait object: the worker's one
+//! instantiation calls the concrete `Emitter` directly.
+use super::partition::{self, Epoch};
+use super::WorkerError;
+use crate::contract::OutputEvent;
+use crate::emit::{blocking, DeadLetter, EmitError, Emitter, Outbox};
 use crate::sink::{Batch, ClickHouseSink, SinkError};
 use crate::source::Input;
+use futures::future::BoxFuture;
 use rdkafka::consumer::{CommitMode, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::TopicPartitionList;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Step 1: a flush's rows, into ClickHouse. Inserting the same rows again is harmless (every
 /// table is a `ReplacingMergeTree` keyed by row identity), which is what makes retrying safe.
@@ -153,5 +167,116 @@ impl OffsetCommitter for KafkaIo<'_> {
     ) -> Result<(), EmitError> {
         let (emitter, consumer) = (&mut *self.emitter, &**self.consumer);
         blocking(|| emitter.commit_transaction(offsets, consumer, deadline))
+    }
+}
+
+/// The group consumer as the coordinator, its only caller, uses it. The calls mirror rdkafka's
+/// `Consumer`, so the real implementation only forwards them.
+pub(crate) trait GroupConsumer: Send + Sync + 'static {
+    /// The partitions librdkafka holds for this member.
+    fn assignment(&self) -> KafkaResult<TopicPartitionList>;
+    fn pause(&self, tpl: &TopicPartitionList) -> KafkaResult<()>;
+    fn resume(&self, tpl: &TopicPartitionList) -> KafkaResult<()>;
+    /// Hand revoked partitions back: a cooperative rebalance waits for this call.
+    fn incremental_unassign(&self, tpl: &TopicPartitionList) -> KafkaResult<()>;
+    /// The group's committed offsets. Blocks for up to `timeout`: call it off the runtime.
+    fn committed_offsets(
+        &self,
+        tpl: TopicPartitionList,
+        timeout: Duration,
+    ) -> KafkaResult<TopicPartitionList>;
+    /// Move the fetch positions; what was fetched before is dropped. Blocks for up to `timeout`.
+    fn seek_partitions(
+        &self,
+        tpl: TopicPartitionList,
+        timeout: Duration,
+    ) -> KafkaResult<TopicPartitionList>;
+    /// One poll whose message, if any, is dropped: on the way out, rebalance callbacks and
+    /// commit answers still need serving while nothing read is processed any more.
+    fn serve(&self) -> impl Future<Output = ()>;
+}
+
+impl GroupConsumer for Input {
+    fn assignment(&self) -> KafkaResult<TopicPartitionList> {
+        Consumer::assignment(self)
+    }
+
+    fn pause(&self, tpl: &TopicPartitionList) -> KafkaResult<()> {
+        Consumer::pause(self, tpl)
+    }
+
+    fn resume(&self, tpl: &TopicPartitionList) -> KafkaResult<()> {
+        Consumer::resume(self, tpl)
+    }
+
+    fn incremental_unassign(&self, tpl: &TopicPartitionList) -> KafkaResult<()> {
+        Consumer::incremental_unassign(self, tpl)
+    }
+
+    fn committed_offsets(
+        &self,
+        tpl: TopicPartitionList,
+        timeout: Duration,
+    ) -> KafkaResult<TopicPartitionList> {
+        Consumer::committed_offsets(self, tpl, timeout)
+    }
+
+    fn seek_partitions(
+        &self,
+        tpl: TopicPartitionList,
+        timeout: Duration,
+    ) -> KafkaResult<TopicPartitionList> {
+        Consumer::seek_partitions(self, tpl, timeout)
+    }
+
+    async fn serve(&self) {
+        if let Err(e) = self.recv().await {
+            tracing::debug!(error = %e, "consumer error while stopping");
+        }
+    }
+}
+
+/// How a flush ended: the offsets it made durable but could not commit (the group refused
+/// them), for the next flush to carry.
+pub(crate) type Flushed = Result<Vec<(i32, i64)>, WorkerError>;
+
+/// What the coordinator starts to run beside its loop. Called once per partition assignment,
+/// flush or rewind, so a trait object.
+pub(crate) trait Background: Send + Sync + 'static {
+    /// The task of input partition `partition`; it restores the partition's state at once.
+    fn partition(&self, partition: i32) -> Result<partition::Handle, WorkerError>;
+    /// Make `epochs` durable and commit them, by the commit rule (`super::flush`), with the
+    /// refused offsets `carry` of earlier flushes.
+    fn flush(
+        &self,
+        epochs: Vec<Epoch>,
+        carry: Vec<(i32, i64)>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, Flushed>;
+    /// A rewind's first half: abort the open transaction (exactly_once), or, with `renew` or
+    /// the producer found unusable, replace the producer. Retried until done; fails only when
+    /// no retry can help (fenced).
+    fn abort(&self, renew: bool) -> BoxFuture<'static, Result<(), WorkerError>>;
+}
+
+/// What a partition task sends to Kafka, per message.
+pub(crate) trait TaskSink: Send + 'static {
+    fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError>;
+    fn send_dead_letter(&mut self, topic: &str, d: &DeadLetter<'_>) -> Result<(), EmitError>;
+    /// Everything sent (or held back) since the last barrier, for the flush to await or send.
+    fn take_outbox(&mut self) -> Outbox;
+}
+
+impl TaskSink for Emitter {
+    fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError> {
+        Emitter::send_output(self, topic, o)
+    }
+
+    fn send_dead_letter(&mut self, topic: &str, d: &DeadLetter<'_>) -> Result<(), EmitError> {
+        Emitter::send_dead_letter(self, topic, d)
+    }
+
+    fn take_outbox(&mut self) -> Outbox {
+        Emitter::take_outbox(self)
     }
 }

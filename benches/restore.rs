@@ -81,7 +81,7 @@ fn main() {
     );
     let n_records = records.len() + 1;
     rt.block_on(async {
-        let mut em = eddy::emit::Emitter::plain(&cfg).expect("producer");
+        let mut em = eddy::emit::Producer::plain(&cfg).expect("producer");
         for (k, v) in &records {
             bytes += k.len() + v.as_ref().map_or(0, Vec::len);
             em.send_changelog(&topic, 0, k, v.as_deref()).expect("send");

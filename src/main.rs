@@ -186,7 +186,7 @@ fn main() -> Result<()> {
         Cmd::Run { common } => {
             let cfg = Config::load(cli.config.as_deref(), &common.overrides())?;
             daemon(cfg, |cfg, stop| {
-                eddy::worker::run(cfg.kafka, cfg.clickhouse, cfg.worker, cfg.engine, stop)
+                eddy::worker::serve(cfg.kafka, cfg.clickhouse, cfg.worker, cfg.engine, stop)
             })
         }
         Cmd::Config {

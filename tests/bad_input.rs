@@ -217,7 +217,7 @@ async fn hostile_input_is_dead_lettered_and_good_traffic_is_untouched() {
             }
         }
     }
-    let mut producer = eddy::emit::Emitter::plain(&pcfg.kafka).expect("producer");
+    let mut producer = eddy::emit::Producer::plain(&pcfg.kafka).expect("producer");
     for (k, p) in &msgs {
         producer
             .send_raw(&cfg.kafka.topics.input, k, p)

@@ -74,7 +74,7 @@ async fn every_codec_is_consumed_and_produced() {
             .cloned()
             .collect();
         assert!(!part.is_empty(), "{codec} carries some runs");
-        let mut e = eddy::emit::Emitter::plain(&pcfg.kafka).expect("producer");
+        let mut e = eddy::emit::Producer::plain(&pcfg.kafka).expect("producer");
         for (k, l) in &part {
             e.send_raw(&cfg.kafka.topics.input, k.as_bytes(), l.as_bytes())
                 .expect("send");

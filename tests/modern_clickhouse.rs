@@ -30,7 +30,7 @@ const T0: i64 = 1_767_225_600_000;
 const PARTITIONS: u32 = 3;
 const MODERN: &str = "26.9.2.1";
 
-/// The fleet, through one engine per partition, rows built as `worker::run` builds them.
+/// The fleet, through one engine per partition, rows built as `worker::serve` builds them.
 fn fixture() -> (Batch, Vec<String>) {
     let sim = eddy::simulate::SimulateArgs {
         runs: 300,

@@ -15,7 +15,7 @@ fn now_ms() -> i64 {
 }
 
 pub struct Emitter {
-    inner: crate::emit::Emitter,
+    inner: crate::emit::Producer,
     topic: String,
     project_id: String,
     /// Next step index per open run; a run leaves it when it finishes.
@@ -39,7 +39,7 @@ impl Emitter {
     ) -> Result<Self, AgentError> {
         Ok(Self {
             // Idempotent, acks=all, Kafka's murmur2 partitioner: what eddy's own producer uses.
-            inner: crate::emit::Emitter::plain(cfg)?,
+            inner: crate::emit::Producer::plain(cfg)?,
             topic: topic.to_string(),
             project_id: project_id.to_string(),
             next_index: HashMap::new(),

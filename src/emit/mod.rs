@@ -11,7 +11,8 @@ use futures::future::join_all;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::Producer as _;
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -135,7 +136,7 @@ pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-pub struct Emitter {
+pub struct Producer {
     producer: FutureProducer,
     pending: Vec<(String, DeliveryFuture)>,
     /// A fork in exactly_once mode: records wait here until the coordinator sends them inside
@@ -211,7 +212,7 @@ pub fn set_transactional(cc: &mut ClientConfig, id: &str, timeout_ms: u32) {
         );
 }
 
-impl Emitter {
+impl Producer {
     pub fn new(cfg: &KafkaConfig) -> Result<Self, EmitError> {
         let mut cc = producer_config(
             cfg,
@@ -255,8 +256,8 @@ impl Emitter {
     /// An emitter for a partition task, on the same producer. In at_least_once it sends at once
     /// (signals go out as soon as they are detected) and keeps its own delivery futures; in
     /// exactly_once it holds records back for the coordinator's transaction.
-    pub fn fork(&self) -> Emitter {
-        Emitter {
+    pub fn fork(&self) -> Producer {
+        Producer {
             producer: self.producer.clone(),
             pending: Vec::new(),
             defer: self.defer || self.transactional,
@@ -538,7 +539,7 @@ impl Emitter {
     }
 }
 
-impl Emitter {
+impl Producer {
     /// A keyed record to any topic (the simulator and tests produce input this way).
     pub fn send_raw(&mut self, topic: &str, key: &[u8], payload: &[u8]) -> Result<(), EmitError> {
         self.send(topic, None, Some(key), Some(payload), None)

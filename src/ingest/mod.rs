@@ -34,7 +34,7 @@ pub use runs::{format_uuid, uuid_v7, v7_millis, RUN_TABLE_CAPACITY};
 use crate::auth::SecretTable;
 use crate::config::{IngestConfig, KafkaConfig};
 use crate::contract::{ReportedTotals, RunStatus, TerminationReason, WireEvent};
-use crate::emit::{EmitError, Emitter};
+use crate::emit::{EmitError, Producer};
 use crate::verdict::VerdictConfig;
 use crate::verdict::{VerdictTable, Verdicts};
 use axum::body::Body;
@@ -549,7 +549,7 @@ pub(crate) async fn start_publisher(
     pcfg.producer
         .entry("message.timeout.ms".into())
         .or_insert_with(|| message_timeout_ms.to_string());
-    let emitter = Emitter::plain(&pcfg)?;
+    let emitter = Producer::plain(&pcfg)?;
     let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
     let task = tokio::spawn(publisher(emitter, kafka.topics.input.clone(), rx));
     Ok((tx, task))
@@ -558,7 +558,7 @@ pub(crate) async fn start_publisher(
 /// Group commit: take every request waiting, hand them all to librdkafka, flush once, and
 /// answer each. A failed flush fails the whole group (the clients retry; eddy counts a step
 /// seen twice as a redelivery, never as a repeat).
-pub(crate) async fn publisher(mut emitter: Emitter, topic: String, mut jobs: mpsc::Receiver<Job>) {
+pub(crate) async fn publisher(mut emitter: Producer, topic: String, mut jobs: mpsc::Receiver<Job>) {
     while let Some(first) = jobs.recv().await {
         let mut batch = vec![first];
         while batch.len() < QUEUE_DEPTH {

@@ -74,7 +74,7 @@ pub async fn produce_fleet(args: SimulateArgs, cfg: &KafkaConfig) -> Result<(), 
         }
         None => {
             crate::source::ensure_topics(cfg).await?;
-            let mut emitter = crate::emit::Emitter::plain(cfg)?;
+            let mut emitter = crate::emit::Producer::plain(cfg)?;
             let mut bar = Progress::new(total, "producing", "events", 100_000);
             for (i, (_, run_id, line)) in fleet.events.iter().enumerate() {
                 emitter.send_raw(&cfg.topics.input, run_id.as_bytes(), line.as_bytes())?;

@@ -5,7 +5,7 @@ use super::coordinator::Backoff;
 use super::partition::{self, Epoch};
 use super::seams::{Background, Flushed};
 use super::{Flusher, WorkerError};
-use crate::emit::Emitter;
+use crate::emit::Producer;
 use crate::source::{self, restore::restore_with};
 use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
@@ -17,11 +17,11 @@ pub(super) struct Live {
     shared: Arc<partition::Shared>,
     /// Forked into each new partition task: the same producer as the flusher's, replaced with
     /// it when a rewind finds the producer unusable.
-    forker: Arc<Mutex<Emitter>>,
+    forker: Arc<Mutex<Producer>>,
 }
 
 impl Live {
-    pub fn new(flusher: Flusher, shared: Arc<partition::Shared>, forker: Emitter) -> Self {
+    pub fn new(flusher: Flusher, shared: Arc<partition::Shared>, forker: Producer) -> Self {
         Self {
             flusher,
             shared,
@@ -71,7 +71,7 @@ impl Background for Live {
                 let mut em = emitter.clone().lock_owned().await;
                 if renew {
                     let kafka = kafka.clone();
-                    let made = tokio::task::spawn_blocking(move || Emitter::new(&kafka))
+                    let made = tokio::task::spawn_blocking(move || Producer::new(&kafka))
                         .await
                         .map_err(WorkerError::Join)?;
                     match made {

@@ -17,7 +17,7 @@ mod watchdog;
 use crate::admin::{self, Health};
 use crate::config::{ClickHouseConfig, KafkaConfig, WorkerConfig};
 use crate::contract::RunKey;
-use crate::emit::{EmitError, Emitter};
+use crate::emit::{EmitError, Producer};
 use crate::engine::EngineConfig;
 use crate::sink::{ClickHouseSink, SinkError};
 use crate::source::{self, SourceError};
@@ -96,7 +96,7 @@ fn check_key(key: Option<&[u8]>, run: &RunKey) {
 
 /// `eddy run`. The worker's own section, and those it hands down: Kafka to `source/` and `emit/`,
 /// ClickHouse to `sink/`, the engine's to every partition's `PartitionEngine`.
-pub async fn run(
+pub async fn serve(
     kafka: KafkaConfig,
     clickhouse: ClickHouseConfig,
     worker: WorkerConfig,
@@ -107,7 +107,22 @@ pub async fn run(
         crate::daemon::admin_server(Some(&worker.admin_addr), crate::daemon::Readiness::Managed)
             .await?;
     source::ensure_topics(&kafka).await?;
-    let sink = ClickHouseSink::connect(&clickhouse).await?;
+    let sink = clickhouse_ready(&clickhouse, &worker).await?;
+    let mut w = assemble(kafka, worker, engine, sink, health.clone())?;
+    // Declared after the consumer, so dropped before it: closing the consumer revokes
+    // everything, and nothing would be left to drain those revokes.
+    let _defer = DeferRevokes::on(&w.assignment)?;
+    let stuck = consume(&mut w, &health, &shutdown).await?;
+    finish(&mut w, stuck).await
+}
+
+/// The sink, once ClickHouse answered and holds eddy's tables (migrated here or by
+/// `eddy migrate`).
+async fn clickhouse_ready(
+    clickhouse: &ClickHouseConfig,
+    worker: &WorkerConfig,
+) -> Result<ClickHouseSink, WorkerError> {
+    let sink = ClickHouseSink::connect(clickhouse).await?;
     let version = sink.version().await?;
     if worker.migrate_on_start {
         let applied = sink.migrate().await?;
@@ -116,9 +131,31 @@ pub async fn run(
         sink.check_migrated().await?;
         tracing::info!(clickhouse = %version, "ClickHouse ready (migrations left to `eddy migrate`)");
     }
+    Ok(sink)
+}
+
+/// A worker put together: the coordinator over the group consumer, and what its loop and its
+/// end need besides.
+struct Running {
+    co: Coordinator,
+    consumer: Arc<source::Input>,
+    assignment: Arc<std::sync::Mutex<source::Assignment>>,
+    counters: Arc<Counters>,
+    kafka: Arc<KafkaConfig>,
+    worker: Arc<WorkerConfig>,
+}
+
+/// The consumer, the producer, what every partition task shares, and the coordinator.
+fn assemble(
+    kafka: KafkaConfig,
+    worker: WorkerConfig,
+    engine: EngineConfig,
+    sink: ClickHouseSink,
+    health: Arc<Health>,
+) -> Result<Running, WorkerError> {
     let (consumer, assignment) = source::consumer(&kafka)?;
     let consumer = Arc::new(consumer);
-    let emitter = Emitter::new(&kafka)?;
+    let emitter = Producer::new(&kafka)?;
     let forker = emitter.fork();
     let (kafka, worker) = (Arc::new(kafka), Arc::new(worker));
     let changelog_topic: Arc<str> = kafka.changelog_topic().into();
@@ -139,12 +176,12 @@ pub async fn run(
             consumer: consumer.clone(),
             emitter: Arc::new(tokio::sync::Mutex::new(emitter)),
             changelog_topic,
-            health: health.clone(),
+            health,
         },
         shared,
         forker,
     );
-    let mut co = Coordinator::new(
+    let co = Coordinator::new(
         consumer.clone(),
         Arc::new(live),
         kafka.clone(),
@@ -152,18 +189,38 @@ pub async fn run(
         assignment.clone(),
         ctx.group.clone(),
     );
+    Ok(Running {
+        co,
+        consumer,
+        assignment,
+        counters,
+        kafka,
+        worker,
+    })
+}
+
+/// The worker's loop, until shutdown or its watchdog gives up (then why).
+async fn consume(
+    w: &mut Running,
+    health: &Health,
+    shutdown: &CancellationToken,
+) -> Result<Option<String>, WorkerError> {
+    let Running {
+        co,
+        consumer,
+        assignment,
+        counters,
+        kafka,
+        worker,
+    } = w;
     let mut last_progress = Instant::now();
     let mut last_watch = Instant::now();
     let progress_every = Duration::from_secs(worker.progress_interval_s.max(1));
-    // Declared after the consumer, so dropped before it: closing the consumer revokes
-    // everything, and nothing would be left to drain those revokes.
-    let _defer = DeferRevokes::on(&assignment)?;
-    let wake = lock(&assignment)?.wake.clone();
+    let wake = lock(assignment)?.wake.clone();
     tracing::info!(topic = %kafka.topics.input, group = %kafka.group_id, "consuming");
     health.set_clickhouse_ok(true);
     health.set_member(false);
     health.set_consuming(true);
-    let mut stuck = None;
 
     loop {
         // A due batch waits for the flush in flight (its completion wakes the loop), so the
@@ -177,7 +234,7 @@ pub async fn run(
         let msg = tokio::select! {
             _ = shutdown.cancelled() => {
                 health.set_draining();
-                break;
+                return Ok(None);
             }
             r = co.finished() => {
                 r?;
@@ -213,7 +270,7 @@ pub async fn run(
         co.spawn_assigned()?;
         health.set_member(co.member()?);
         health.set_restoring(co.restoring().await?);
-        co.tend(&shutdown)?;
+        co.tend(shutdown)?;
         if last_watch.elapsed() >= Duration::from_secs(1) {
             last_watch = Instant::now();
             // Waiting on purpose: input held back, or ClickHouse not answering a flush.
@@ -226,20 +283,23 @@ pub async fn run(
                 health.set_stuck(why.clone());
                 health.set_draining();
                 metrics::counter!("eddy_watchdog_exits_total").increment(1);
-                stuck = Some(why);
-                break;
+                return Ok(Some(why));
             }
         }
         if worker.progress_interval_s > 0 && last_progress.elapsed() >= progress_every {
             last_progress = Instant::now();
-            co.progress(&counters)?;
+            co.progress(counters)?;
         }
     }
-    // Graceful shutdown: make everything durable and commit it before leaving (unless a
-    // rewind is under way: then nothing since the last commit is kept). A signal's grace period
-    // bounds this; so does the same period after the watchdog gave up.
+}
+
+/// Graceful shutdown: make everything durable and commit it before leaving (unless a rewind is
+/// under way: then nothing since the last commit is kept). A signal's grace period bounds this;
+/// so does the same period after the watchdog gave up.
+async fn finish(w: &mut Running, stuck: Option<String>) -> Result<(), WorkerError> {
+    let co = &mut w.co;
     if co.rewinding.is_none() {
-        let grace = Duration::from_millis(worker.shutdown_grace_ms);
+        let grace = Duration::from_millis(w.worker.shutdown_grace_ms);
         let stop = CancellationToken::new();
         match tokio::time::timeout(grace, co.flush_all(&stop)).await {
             Ok(r) => r?,
@@ -250,6 +310,7 @@ pub async fn run(
     co.rebalanced()?;
     co.hand_back_on_exit()?;
     co.tasks.clear();
+    let counters = &w.counters;
     tracing::info!(
         events = Counters::get(&counters.events),
         outputs = Counters::get(&counters.outputs),
@@ -293,7 +354,7 @@ struct Flusher {
     sink: ClickHouseSink,
     consumer: Arc<source::Input>,
     /// Held for a whole flush; partition tasks send through forks of it.
-    emitter: Arc<tokio::sync::Mutex<Emitter>>,
+    emitter: Arc<tokio::sync::Mutex<Producer>>,
     changelog_topic: Arc<str>,
     health: Arc<Health>,
 }

@@ -3,7 +3,7 @@
 //! barrier, and its next offset. Tasks run on every core; they never commit: at a barrier they
 //! hand their epoch to the coordinator, which makes it durable and commits (see `super`).
 //!
-//! A task is generic over what it sends (`TaskSink`: the worker's `Emitter` fork) and is handed
+//! A task is generic over what it sends (`TaskSink`: the worker's `Producer` fork) and is handed
 //! its restore as a closure, so its tests run it without a broker (`partition_tests.rs`).
 use super::seams::TaskSink;
 use super::{check_key, wall_ms, WorkerError};

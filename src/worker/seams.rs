@@ -12,11 +12,11 @@
 //!
 //! The flush's and the coordinator's traits are per-flush or per-rebalance calls. The
 //! per-message one, `TaskSink`, is a generic parameter, not a trait object: the worker's one
-//! instantiation calls the concrete `Emitter` directly.
+//! instantiation calls the concrete `Producer` directly.
 use super::partition::{self, Epoch};
 use super::WorkerError;
 use crate::contract::OutputEvent;
-use crate::emit::{blocking, DeadLetter, EmitError, Emitter, Outbox};
+use crate::emit::{blocking, DeadLetter, EmitError, Outbox, Producer};
 use crate::sink::{Batch, ClickHouseSink, SinkError};
 use crate::source::Input;
 use futures::future::BoxFuture;
@@ -96,7 +96,7 @@ impl RowSink for ClickHouseSink {
 /// The worker's Kafka side during one flush: its one producer carries outputs, dead letters,
 /// changelog and (exactly_once) the transaction; the consumer owns the group's offsets.
 pub(crate) struct KafkaIo<'a> {
-    pub emitter: &'a mut Emitter,
+    pub emitter: &'a mut Producer,
     pub consumer: &'a Arc<Input>,
     pub changelog_topic: &'a str,
 }
@@ -267,16 +267,16 @@ pub(crate) trait TaskSink: Send + 'static {
     fn take_outbox(&mut self) -> Outbox;
 }
 
-impl TaskSink for Emitter {
+impl TaskSink for Producer {
     fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError> {
-        Emitter::send_output(self, topic, o)
+        Producer::send_output(self, topic, o)
     }
 
     fn send_dead_letter(&mut self, topic: &str, d: &DeadLetter<'_>) -> Result<(), EmitError> {
-        Emitter::send_dead_letter(self, topic, d)
+        Producer::send_dead_letter(self, topic, d)
     }
 
     fn take_outbox(&mut self) -> Outbox {
-        Emitter::take_outbox(self)
+        Producer::take_outbox(self)
     }
 }

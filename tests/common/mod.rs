@@ -253,7 +253,7 @@ pub async fn produce(cfg: &Config, lines: &[(String, String)]) {
 /// [`produce`] into topics that exist: no admin request, which fails while the cluster's
 /// controller fails over (an agent only produces, and its producer waits out the election).
 pub async fn produce_existing(cfg: &Config, lines: &[(String, String)]) {
-    let mut e = eddy::emit::Emitter::plain(&cfg.kafka).expect("producer");
+    let mut e = eddy::emit::Producer::plain(&cfg.kafka).expect("producer");
     for (key, line) in lines {
         e.send_raw(&cfg.kafka.topics.input, key.as_bytes(), line.as_bytes())
             .expect("send");

@@ -519,7 +519,7 @@ async fn send_part(cfg: &Config, part: &[(String, String)]) -> Result<(), String
     kafka
         .producer
         .insert("message.timeout.ms".into(), "60000".into());
-    let mut e = eddy::emit::Emitter::plain(&kafka).map_err(|e| e.to_string())?;
+    let mut e = eddy::emit::Producer::plain(&kafka).map_err(|e| e.to_string())?;
     for (key, line) in part {
         e.send_raw(&kafka.topics.input, key.as_bytes(), line.as_bytes())
             .map_err(|e| e.to_string())?;

@@ -1,7 +1,7 @@
 //! What the worker's unit tests run partition tasks with instead of Kafka: a sink that keeps
 //! what a task sends, and input messages that are valid events.
+use super::partition::TaskSink;
 use super::partition::{Counters, Epoch, Raw, Shared};
-use super::seams::TaskSink;
 use crate::config::{KafkaConfig, WorkerConfig};
 use crate::contract::OutputEvent;
 use crate::emit::{DeadLetter, EmitError, Outbox};

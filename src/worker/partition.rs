@@ -3,15 +3,14 @@
 //! barrier, and its next offset. Tasks run on every core; they never commit: at a barrier they
 //! hand their epoch to the coordinator, which makes it durable and commits (see `super`).
 //!
-//! A task is generic over what it sends (`TaskSink`: the worker's `Producer` fork) and is handed
+//! A task is generic over what it sends (`TaskSink`, defined here: the worker's `Producer` fork) and is handed
 //! its restore as a closure, so its tests run it without a broker (`partition_tests.rs`).
-use super::seams::TaskSink;
 use super::{check_key, wall_ms, WorkerError};
 use crate::changelog;
 use crate::config::{KafkaConfig, WorkerConfig};
 use crate::contract::input::decode_bounded;
 use crate::contract::{Event, OutputEvent, RunKey};
-use crate::emit::{DeadLetter, Outbox};
+use crate::emit::{DeadLetter, EmitError, Outbox, Producer};
 use crate::engine::{EngineConfig, Outcome, PartitionEngine};
 use crate::sink::rows::{push_output, Origin, RollupRow};
 use crate::sink::{Batch, StepRow};
@@ -58,6 +57,28 @@ pub enum Cmd {
     /// Hand over everything since the last barrier. Queued behind the messages already sent,
     /// so the epoch covers exactly the messages forwarded before it.
     Barrier(oneshot::Sender<Result<Epoch, WorkerError>>),
+}
+
+/// What a partition task sends to Kafka, per message.
+pub(crate) trait TaskSink: Send + 'static {
+    fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError>;
+    fn send_dead_letter(&mut self, topic: &str, d: &DeadLetter<'_>) -> Result<(), EmitError>;
+    /// Everything sent (or held back) since the last barrier, for the flush to await or send.
+    fn take_outbox(&mut self) -> Outbox;
+}
+
+impl TaskSink for Producer {
+    fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError> {
+        Producer::send_output(self, topic, o)
+    }
+
+    fn send_dead_letter(&mut self, topic: &str, d: &DeadLetter<'_>) -> Result<(), EmitError> {
+        Producer::send_dead_letter(self, topic, d)
+    }
+
+    fn take_outbox(&mut self) -> Outbox {
+        Producer::take_outbox(self)
+    }
 }
 
 /// What one partition produced between two barriers, ready to be made durable in the order of

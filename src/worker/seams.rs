@@ -7,16 +7,16 @@
 //!   on the group consumer (`GroupConsumer`), and the work it starts beside its loop
 //!   (`Background`: partition tasks, flushes, a rewind's transaction abort), so its barriers,
 //!   drains and rewinds can be driven step by step;
-//! - what a partition task sends per message (`TaskSink`), and its restore (a closure handed to
-//!   `partition::Handle::spawn`), so a task runs without a broker.
+//! - what a partition task sends per message (`partition::TaskSink`, kept beside the task so
+//!   that this file and `partition` do not import each other), and its restore (a closure
+//!   handed to `partition::Handle::spawn`), so a task runs without a broker.
 //!
 //! The flush's and the coordinator's traits are per-flush or per-rebalance calls. The
 //! per-message one, `TaskSink`, is a generic parameter, not a trait object: the worker's one
 //! instantiation calls the concrete `Producer` directly.
 use super::partition::{self, Epoch};
 use super::WorkerError;
-use crate::contract::OutputEvent;
-use crate::emit::{blocking, DeadLetter, EmitError, Outbox, Producer};
+use crate::emit::{blocking, EmitError, Outbox, Producer};
 use crate::sink::{Batch, ClickHouseSink, SinkError};
 use crate::source::Input;
 use futures::future::BoxFuture;
@@ -257,26 +257,4 @@ pub(crate) trait Background: Send + Sync + 'static {
     /// the producer found unusable, replace the producer. Retried until done; fails only when
     /// no retry can help (fenced).
     fn abort(&self, renew: bool) -> BoxFuture<'static, Result<(), WorkerError>>;
-}
-
-/// What a partition task sends to Kafka, per message.
-pub(crate) trait TaskSink: Send + 'static {
-    fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError>;
-    fn send_dead_letter(&mut self, topic: &str, d: &DeadLetter<'_>) -> Result<(), EmitError>;
-    /// Everything sent (or held back) since the last barrier, for the flush to await or send.
-    fn take_outbox(&mut self) -> Outbox;
-}
-
-impl TaskSink for Producer {
-    fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError> {
-        Producer::send_output(self, topic, o)
-    }
-
-    fn send_dead_letter(&mut self, topic: &str, d: &DeadLetter<'_>) -> Result<(), EmitError> {
-        Producer::send_dead_letter(self, topic, d)
-    }
-
-    fn take_outbox(&mut self) -> Outbox {
-        Producer::take_outbox(self)
-    }
 }

@@ -45,3 +45,29 @@ export function severityRank(severity: string): number {
   }
   return i;
 }
+
+/** eddy's verdict on a watched run reached the guard's minSeverity: stop the run. */
+export class LoopDetected extends Error {
+  readonly signal: Signal;
+  readonly runId: string;
+  readonly detector: string;
+  readonly severity: string;
+  readonly pattern: string;
+  readonly stepIndex: number;
+  readonly stepIndices: number[];
+
+  constructor(signal: Signal) {
+    super(
+      `eddy stopped run ${signal.run_id}: ${signal.detector} (${signal.severity}) ${signal.pattern} ` +
+        `at steps ${JSON.stringify(signal.step_indices ?? [])}`,
+    );
+    this.name = 'LoopDetected';
+    this.signal = signal;
+    this.runId = signal.run_id;
+    this.detector = signal.detector;
+    this.severity = signal.severity;
+    this.pattern = signal.pattern;
+    this.stepIndex = signal.step_index;
+    this.stepIndices = [...(signal.step_indices ?? [])];
+  }
+}

@@ -2,40 +2,14 @@
 // Guard feeds it the output events its consumer reads, Local the ones its engine returns; the
 // agent asks it (a Map lookup) before each step. Signals may arrive more than once (the fleet
 // delivers at least once): a repeated event_id is counted and otherwise ignored.
-import { OutputEvent, RunTerminated, Severity, severityRank, Signal, SEVERITIES } from './signals';
+import { LoopDetected, OutputEvent, RunTerminated, Severity, severityRank, Signal, SEVERITIES } from './signals';
 import { Steer, Steering } from './steering';
 
-export { SEVERITIES, severityRank };
+export { LoopDetected, SEVERITIES, severityRank };
 export type { OutputEvent, RunTerminated, Severity, Signal };
 
 function rankOf(severity: unknown): number {
   return typeof severity === 'string' ? (SEVERITIES as readonly string[]).indexOf(severity) : -1;
-}
-
-/** eddy's verdict on a watched run reached the guard's minSeverity: stop the run. */
-export class LoopDetected extends Error {
-  readonly signal: Signal;
-  readonly runId: string;
-  readonly detector: string;
-  readonly severity: string;
-  readonly pattern: string;
-  readonly stepIndex: number;
-  readonly stepIndices: number[];
-
-  constructor(signal: Signal) {
-    super(
-      `eddy stopped run ${signal.run_id}: ${signal.detector} (${signal.severity}) ${signal.pattern} ` +
-        `at steps ${JSON.stringify(signal.step_indices ?? [])}`,
-    );
-    this.name = 'LoopDetected';
-    this.signal = signal;
-    this.runId = signal.run_id;
-    this.detector = signal.detector;
-    this.severity = signal.severity;
-    this.pattern = signal.pattern;
-    this.stepIndex = signal.step_index;
-    this.stepIndices = [...(signal.step_indices ?? [])];
-  }
 }
 
 class Run {

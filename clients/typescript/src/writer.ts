@@ -2,7 +2,7 @@
 // Python package's Emitter builds the same fields in the same order). `Emitter` sends them to
 // Kafka, `Local` hands them to the engine in this process.
 import { randomUUID } from 'node:crypto';
-import type { LoopDetected } from './verdicts';
+import type { LoopDetected } from './signals';
 
 /** A step's fields; `undefined` leaves a field out, `null` sends JSON null where eddy takes it. */
 export interface StepFields {

@@ -12,41 +12,10 @@ import threading
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional
 
-SEVERITIES = ("info", "warn", "alert", "stop")
-_RANK = {s: i for i, s in enumerate(SEVERITIES)}
-SIGNAL_KINDS = ("loop_warning", "loop_detected")
+from ._signals import RANK, SEVERITIES, SIGNAL_KINDS, LoopDetected, severity_rank
+from .steering import Steering
 
-
-def severity_rank(severity: str) -> int:
-    """info < warn < alert < stop, as eddy orders them; unknown names are rejected."""
-    try:
-        return _RANK[severity]
-    except KeyError:
-        raise ValueError(f"unknown severity {severity!r}: expected one of {', '.join(SEVERITIES)}") from None
-
-
-class LoopDetected(Exception):
-    """eddy's verdict on a watched run reached the guard's `min_severity`: stop the run."""
-
-    def __init__(self, signal: Dict[str, Any]):
-        self.signal = signal
-        self.event_id: str = signal.get("event_id", "")
-        self.project_id: str = signal.get("project_id", "")
-        self.run_id: str = signal.get("run_id", "")
-        self.detector: str = signal.get("detector", "")
-        self.severity: str = signal.get("severity", "")
-        self.pattern: str = signal.get("pattern", "")
-        self.step_index: Optional[int] = signal.get("step_index")
-        self.step_indices: List[int] = list(signal.get("step_indices") or [])
-        self.first_step_index: Optional[int] = signal.get("first_step_index")
-        self.evidence: Any = signal.get("evidence")
-        super().__init__(
-            f"eddy stopped run {self.run_id}: {self.detector} ({self.severity}) {self.pattern} "
-            f"at steps {self.step_indices}"
-        )
-
-    def __reduce__(self):  # picklable across processes (multiprocessing RL workers)
-        return (LoopDetected, (self.signal,))
+__all__ = ["SEVERITIES", "SIGNAL_KINDS", "LoopDetected", "Verdicts", "severity_rank"]
 
 
 class _Run:
@@ -70,8 +39,6 @@ class Verdicts:
 
     def __init__(self, min_severity: str = "stop", max_watched: int = 100_000,
                  steer_on: Optional[str] = "alert", max_steers: int = 3):
-        # Imported here: steering's module reads LoopDetected from this one.
-        from .steering import Steering
 
         self.min_rank = severity_rank(min_severity)
         self.steering = Steering(steer_on, max_steers)
@@ -166,9 +133,9 @@ class Verdicts:
             if kind not in SIGNAL_KINDS:
                 self.ignored += 1
                 return None
-            rank = _RANK.get(event.get("severity"), -1)
+            rank = RANK.get(event.get("severity"), -1)
             run.signals.append(event)
-            if run.strongest is None or rank > _RANK.get(run.strongest.get("severity"), -1):
+            if run.strongest is None or rank > RANK.get(run.strongest.get("severity"), -1):
                 run.strongest = event
             if run.stop is None and rank >= self.min_rank:
                 if run.steerable and self.steering.hold_stop(event):

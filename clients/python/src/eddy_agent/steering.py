@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Protocol, Set, Tuple, runtime_checkable
 
-from ._verdicts import LoopDetected, severity_rank
+from ._signals import LoopDetected, severity_rank
 
 STEER_STEP_TYPE = "steer"
 

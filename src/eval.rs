@@ -44,24 +44,24 @@ pub enum EvalError {
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-pub struct Label {
-    pub run_id: String,
-    pub looping: bool,
+pub(crate) struct Label {
+    pub(crate) run_id: String,
+    pub(crate) looping: bool,
     #[serde(default)]
-    pub kind: Option<String>,
+    pub(crate) kind: Option<String>,
     #[serde(default)]
-    pub loop_start: Option<u64>,
+    pub(crate) loop_start: Option<u64>,
     #[serde(default)]
-    pub evident_at: Option<u64>,
+    pub(crate) evident_at: Option<u64>,
 }
 
 /// How many steps before `evident_at` a first verdict still counts as on time.
-pub const EARLY: u64 = 1;
+pub(crate) const EARLY: u64 = 1;
 /// How many steps after `evident_at` a first verdict still counts as on time.
-pub const LATE: u64 = 2;
+pub(crate) const LATE: u64 = 2;
 
 /// Whether a first verdict at `caught` is on time for a loop evident at `evident`.
-pub fn on_time(caught: u64, evident: u64) -> bool {
+pub(crate) fn on_time(caught: u64, evident: u64) -> bool {
     caught + EARLY >= evident && caught <= evident + LATE
 }
 
@@ -72,18 +72,18 @@ pub struct KindRow {
     pub runs: usize,
     pub caught: usize,
     pub on_time: usize,
-    pub timed: usize,
+    pub(crate) timed: usize,
     /// Steps from `evident_at` to the first alert or stop, per caught run with a label.
-    pub alert_delays: Vec<i64>,
-    pub stopped: usize,
-    pub stop_on_time: usize,
+    pub(crate) alert_delays: Vec<i64>,
+    pub(crate) stopped: usize,
+    pub(crate) stop_on_time: usize,
     /// Steps from `evident_at` to the first stop.
-    pub stop_delays: Vec<i64>,
+    pub(crate) stop_delays: Vec<i64>,
 }
 
 impl KindRow {
     /// Median and 90th percentile (nearest rank) of the steps from onset to the first alert.
-    pub fn alert_steps(&self) -> Option<(i64, i64)> {
+    pub(crate) fn alert_steps(&self) -> Option<(i64, i64)> {
         median_p90(&self.alert_delays)
     }
 
@@ -94,7 +94,7 @@ impl KindRow {
 }
 
 /// Nearest-rank percentile `q` (0..=100) of `xs`; the median is the lower middle.
-pub fn percentile(xs: &[i64], q: usize) -> Option<i64> {
+pub(crate) fn percentile(xs: &[i64], q: usize) -> Option<i64> {
     if xs.is_empty() {
         return None;
     }
@@ -112,7 +112,7 @@ fn median_p90(xs: &[i64]) -> Option<(i64, i64)> {
 pub struct Score {
     pub tp: usize,
     pub fp: usize,
-    pub fn_: usize,
+    pub(crate) fn_: usize,
     pub tn: usize,
 }
 
@@ -145,23 +145,23 @@ fn ratio(a: usize, b: usize) -> f64 {
 pub struct DetectorRow {
     pub detector: String,
     /// Runs where this detector alerted or stopped: looping / healthy.
-    pub tp: usize,
-    pub fp: usize,
+    pub(crate) tp: usize,
+    pub(crate) fp: usize,
     /// Looping runs labeled with this detector's kind, and how many of them it caught.
     pub own_kind: usize,
     pub own_caught: usize,
-    pub mean_steps_to_detection: Option<f64>,
+    pub(crate) mean_steps_to_detection: Option<f64>,
 }
 
 impl DetectorRow {
-    pub fn precision(&self) -> f64 {
+    pub(crate) fn precision(&self) -> f64 {
         ratio(self.tp, self.tp + self.fp)
     }
     /// Recall on the runs of its own kind.
-    pub fn recall(&self) -> f64 {
+    pub(crate) fn recall(&self) -> f64 {
         ratio(self.own_caught, self.own_kind)
     }
-    pub fn f1(&self) -> f64 {
+    pub(crate) fn f1(&self) -> f64 {
         let (p, r) = (self.precision(), self.recall());
         if p + r == 0.0 {
             0.0
@@ -173,18 +173,18 @@ impl DetectorRow {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunResult {
-    pub run_id: String,
-    pub looping: bool,
-    pub kind: String,
-    pub loop_start: Option<u64>,
-    pub evident_at: Option<u64>,
+    pub(crate) run_id: String,
+    pub(crate) looping: bool,
+    pub(crate) kind: String,
+    pub(crate) loop_start: Option<u64>,
+    pub(crate) evident_at: Option<u64>,
     /// First step at which an alert or stop fired.
-    pub caught_at: Option<u64>,
+    pub(crate) caught_at: Option<u64>,
     /// First step at which a stop fired.
-    pub stopped_at: Option<u64>,
-    pub warned: bool,
-    pub detectors: BTreeSet<String>,
-    pub reported_loop_step_index: Option<u64>,
+    pub(crate) stopped_at: Option<u64>,
+    pub(crate) warned: bool,
+    pub(crate) detectors: BTreeSet<String>,
+    pub(crate) reported_loop_step_index: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -199,7 +199,7 @@ pub struct EvalReport {
     /// Over caught looping runs: first alert step minus the labeled loop start (min 0).
     pub mean_steps_to_detection: Option<f64>,
     /// Over caught looping runs: |reported loop_step_index − labeled loop start|.
-    pub mean_start_error: Option<f64>,
+    pub(crate) mean_start_error: Option<f64>,
     pub unlabeled_runs: usize,
 }
 

@@ -22,7 +22,7 @@ pub mod admin;
 #[cfg(feature = "server")]
 pub mod agent;
 #[cfg(feature = "server")]
-pub mod auth;
+pub(crate) mod auth;
 pub mod changelog;
 #[cfg(feature = "server")]
 pub mod config;
@@ -39,7 +39,7 @@ pub mod fleet;
 pub mod ingest;
 pub mod local;
 #[cfg(feature = "server")]
-pub mod notify;
+pub(crate) mod notify;
 #[cfg(feature = "server")]
 pub mod query;
 pub mod replay;

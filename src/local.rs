@@ -52,7 +52,7 @@ impl Local {
     }
 
     /// Apply one decoded event; the output events it caused, in the engine's order.
-    pub fn apply(&mut self, ev: &Event) -> &[OutputEvent] {
+    pub(crate) fn apply(&mut self, ev: &Event) -> &[OutputEvent] {
         self.out.clear();
         let p = partition_for(&ev.key().run_id, self.engines.len() as u32) as usize;
         self.engines[p].apply(ev, &mut self.out);

@@ -32,7 +32,7 @@ impl Emitter {
     }
 
     /// With eddy's Kafka settings (security, `[kafka_producer]`) from a loaded configuration.
-    pub fn with_config(
+    pub(crate) fn with_config(
         cfg: &KafkaConfig,
         topic: &str,
         project_id: &str,
@@ -54,7 +54,7 @@ impl Emitter {
     }
 
     /// Hand any event to the producer as it is (its own key, time and step index).
-    pub fn send(&mut self, event: &Event) -> Result<(), AgentError> {
+    pub(crate) fn send(&mut self, event: &Event) -> Result<(), AgentError> {
         let payload = encode(event)?;
         let key = event.key().run_id.as_bytes();
         self.inner.send_raw(&self.topic, key, &payload)?;
@@ -84,7 +84,12 @@ impl Emitter {
     }
 
     /// Send `step` with an index of the caller's; counting goes on after it.
-    pub fn step_at(&mut self, run_id: &str, index: u64, mut step: Step) -> Result<u64, AgentError> {
+    pub(crate) fn step_at(
+        &mut self,
+        run_id: &str,
+        index: u64,
+        mut step: Step,
+    ) -> Result<u64, AgentError> {
         step.key = self.key(run_id);
         step.step_index = index;
         if step.ts_ms == 0 {

@@ -23,8 +23,8 @@
 //! serde impls also accept the older JSON shapes, and a near-duplicate signature names its form
 //! only in binary (where shapes cannot tell forms apart). The engine itself holds no serde code
 //! for its state.
-pub mod binary;
-pub mod json;
+pub(crate) mod binary;
+pub(crate) mod json;
 mod state;
 
 use crate::contract::RunKey;
@@ -32,7 +32,7 @@ use crate::engine::{Change, PartitionMeta, RunState};
 
 pub const META_KEY: &[u8] = b"\"__meta__\"";
 /// The version this eddy writes; it reads every version up to it.
-pub const VERSION: u32 = binary::VERSION;
+pub(crate) const VERSION: u32 = binary::VERSION;
 
 /// A changelog record that cannot be read. Restoring stops on one: skipping it would
 /// silently reopen or forget a run.
@@ -55,16 +55,17 @@ pub enum RecordError {
 pub struct RunRecord {
     /// The run's input events below this offset are in the record (see
     /// `source::restore::Restored::run_offsets`); records before version 2 do not say.
-    pub offset: Option<i64>,
+    pub(crate) offset: Option<i64>,
     /// `None`: the run ended.
-    pub state: Option<RunState>,
+    pub(crate) state: Option<RunState>,
 }
 
-pub fn run_key(k: &RunKey) -> Vec<u8> {
+pub(crate) fn run_key(k: &RunKey) -> Vec<u8> {
     serde_json::to_vec(&(&k.project_id, &k.run_id)).unwrap_or_default()
 }
 
-pub fn parse_run_key(key: &[u8]) -> Result<RunKey, RecordError> {
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn parse_run_key(key: &[u8]) -> Result<RunKey, RecordError> {
     let (project_id, run_id): (String, String) =
         serde_json::from_slice(key).map_err(|e| RecordError::Key(e.to_string()))?;
     Ok(RunKey { project_id, run_id })
@@ -93,8 +94,9 @@ pub fn encode_meta(applied_offset: i64, meta: &PartitionMeta) -> Vec<u8> {
     json::encode_meta(applied_offset, meta)
 }
 
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 /// The meta record: (applied offset, partition meta).
-pub fn decode_meta(value: &[u8]) -> Result<(i64, PartitionMeta), RecordError> {
+pub(crate) fn decode_meta(value: &[u8]) -> Result<(i64, PartitionMeta), RecordError> {
     json::decode_meta(value)
 }
 

@@ -14,20 +14,21 @@ mod flat;
 mod fleet;
 mod ingest;
 mod kafka;
-pub mod notify;
-pub mod secrets;
+pub(crate) mod notify;
+pub(crate) mod secrets;
 mod worker;
 
 pub use clickhouse::ClickHouseConfig;
-pub use ingest::{IngestConfig, UiConfig, MIN_UI_TOKEN_CHARS};
-pub use kafka::{Delivery, KafkaConfig, TopicsConfig};
-pub use worker::WorkerConfig;
+pub(crate) use ingest::{IngestConfig, UiConfig};
+pub use kafka::Delivery;
+pub(crate) use kafka::{KafkaConfig, TopicsConfig};
+pub(crate) use worker::WorkerConfig;
 
 use crate::engine::EngineConfig;
 use crate::verdict::VerdictConfig;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
-pub use fleet::FleetConfig;
+pub(crate) use fleet::FleetConfig;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

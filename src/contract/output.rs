@@ -35,21 +35,21 @@ pub struct Signal {
     pub project_id: String,
     pub run_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_name: Option<String>,
+    pub(crate) agent_name: Option<String>,
     /// The step that triggered the signal.
     pub step_index: u64,
     /// Event time of the triggering step, RFC 3339 UTC.
-    pub ts: String,
+    pub(crate) ts: String,
     pub detector: String,
     pub severity: Severity,
     /// Stable, human-readable description of what repeats (e.g. `web_search(q=...)`).
     pub pattern: String,
     /// Hex fingerprint of the repeating thing (detector-specific).
     pub fingerprint: String,
-    pub hits: u32,
+    pub(crate) hits: u32,
     pub step_indices: Vec<u64>,
     pub first_step_index: u64,
-    pub evidence: serde_json::Value,
+    pub(crate) evidence: serde_json::Value,
     /// The corrective message a guard hands the agent (what repeats, since which step, the
     /// evidence, what to try instead), built once from the finding (`engine::advice`). Absent
     /// from signals of workers that predate it.
@@ -60,10 +60,10 @@ pub struct Signal {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {
     pub steps: u64,
-    pub tool_calls: u64,
+    pub(crate) tool_calls: u64,
     pub tokens: u64,
-    pub cost_usd: f64,
-    pub duration_ms: i64,
+    pub(crate) cost_usd: f64,
+    pub(crate) duration_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,7 +75,7 @@ pub struct RunTerminated {
     pub agent_name: Option<String>,
     /// Event time of the event that ended the run (run_finished, or the watermark at timeout).
     pub ts: String,
-    pub started_at: String,
+    pub(crate) started_at: String,
     /// `completed` | `failed` as reported; `abandoned` when the run went idle without finishing.
     pub status: String,
     /// As reported by the run, else eddy's inference.
@@ -98,8 +98,8 @@ pub struct RunTerminated {
     /// The loop flag the agent reported itself, when it did (keelwave bridge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reported_loop_detected: Option<bool>,
-    pub signals: u32,
-    pub redeliveries: u64,
+    pub(crate) signals: u32,
+    pub(crate) redeliveries: u64,
     pub totals: Totals,
     /// The step at which a guard first steered the run (its first `steer` step); absent when
     /// no guard steered it.
@@ -129,7 +129,8 @@ pub enum SteerOutcome {
 }
 
 impl SteerOutcome {
-    pub fn as_str(self) -> &'static str {
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SteerOutcome::Recovered => "recovered",
             SteerOutcome::LoopedAgain => "looped_again",
@@ -165,7 +166,8 @@ impl OutputEvent {
             OutputEvent::RunTerminated(t) => &t.run_id,
         }
     }
-    pub fn kind(&self) -> &'static str {
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             OutputEvent::LoopWarning(_) => "loop_warning",
             OutputEvent::LoopDetected(_) => "loop_detected",
@@ -176,7 +178,7 @@ impl OutputEvent {
 
 /// Deterministic id: a function of the run and what triggered the event only, never of
 /// partition, offset or wall clock, so a replay after a crash reproduces the same ids.
-pub fn event_id(parts: &[&str]) -> String {
+pub(crate) fn event_id(parts: &[&str]) -> String {
     let mut h = Sha256::new();
     h.update(b"eddy.v1");
     for p in parts {

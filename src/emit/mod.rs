@@ -44,7 +44,7 @@ impl EmitError {
     /// was slow or away (a timeout, a transport failure, a leader moving), or the transaction
     /// must be aborted. Not a record the broker refuses for what it is (too large, not
     /// authorised), which would fail the same way forever.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             EmitError::Abortable(_) | EmitError::Timeout { .. } => true,
             EmitError::Delivery { source, .. } => source
@@ -56,7 +56,7 @@ impl EmitError {
 
     /// Another process took over this worker's transactional id (or may not use it): this one
     /// must stop, not retry.
-    pub fn is_fenced(&self) -> bool {
+    pub(crate) fn is_fenced(&self) -> bool {
         use RDKafkaErrorCode as C;
         let code = match self {
             EmitError::Fatal(e) | EmitError::Abortable(e) => match e {
@@ -76,7 +76,7 @@ impl EmitError {
     /// The producer is unusable (librdkafka raised a fatal error: after a broker lost the
     /// transaction's state, say) but nobody fenced it: a new producer with the same
     /// transactional id takes over, aborting whatever the old one left open.
-    pub fn needs_new_producer(&self) -> bool {
+    pub(crate) fn needs_new_producer(&self) -> bool {
         match self {
             EmitError::Fatal(_) => !self.is_fenced(),
             EmitError::Delivery { source, .. } => {
@@ -126,7 +126,7 @@ fn transient_delivery_error(code: RDKafkaErrorCode) -> bool {
 
 /// Run a call that may block the thread for a while (librdkafka's transaction calls, waiting
 /// for room in the producer queue) without stalling the other tasks of the runtime's thread.
-pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)
@@ -162,30 +162,30 @@ struct Deferred {
 /// What a fork sent (or held back) since it was last emptied: handed to the emitter that flushes
 /// and commits.
 #[derive(Default)]
-pub struct Outbox {
+pub(crate) struct Outbox {
     pending: Vec<(String, DeliveryFuture)>,
     deferred: Vec<Deferred>,
 }
 
 /// Most key bytes a dead letter carries.
-pub const DLQ_MAX_KEY_BYTES: usize = 1024;
+pub(crate) const DLQ_MAX_KEY_BYTES: usize = 1024;
 
 /// Dead-letter record headers: the reason is machine-readable, the rest says where it came from.
-pub struct DeadLetter<'a> {
-    pub payload: Option<&'a [u8]>,
-    pub key: Option<&'a [u8]>,
-    pub reason: &'a str,
-    pub detail: &'a str,
-    pub topic: &'a str,
-    pub partition: i32,
-    pub offset: i64,
+pub(crate) struct DeadLetter<'a> {
+    pub(crate) payload: Option<&'a [u8]>,
+    pub(crate) key: Option<&'a [u8]>,
+    pub(crate) reason: &'a str,
+    pub(crate) detail: &'a str,
+    pub(crate) topic: &'a str,
+    pub(crate) partition: i32,
+    pub(crate) offset: i64,
 }
 
 /// The properties every producer of eddy starts from (the worker's, the ingest bridges', the
 /// simulator's, fleet-watch's two): idempotent, acknowledged by every in-sync replica, keys
 /// partitioned as Kafka's Java clients do (murmur2, so they land where replay expects), then
 /// `own` (the caller's tuning), then the operator's `[kafka.producer]` properties.
-pub fn producer_config(kafka: &KafkaConfig, own: &[(&str, &str)]) -> ClientConfig {
+pub(crate) fn producer_config(kafka: &KafkaConfig, own: &[(&str, &str)]) -> ClientConfig {
     let mut cc = ClientConfig::new();
     cc.set("bootstrap.servers", &kafka.brokers)
         .set("enable.idempotence", "true")
@@ -202,7 +202,7 @@ pub fn producer_config(kafka: &KafkaConfig, own: &[(&str, &str)]) -> ClientConfi
 
 /// Make `cc` transactional under `id`: a transaction open longer than `timeout_ms` is aborted
 /// by the broker, and a record not delivered a second before that fails in the producer first.
-pub fn set_transactional(cc: &mut ClientConfig, id: &str, timeout_ms: u32) {
+pub(crate) fn set_transactional(cc: &mut ClientConfig, id: &str, timeout_ms: u32) {
     cc.set("transactional.id", id)
         .set("transaction.timeout.ms", timeout_ms.to_string())
         .set(
@@ -212,7 +212,7 @@ pub fn set_transactional(cc: &mut ClientConfig, id: &str, timeout_ms: u32) {
 }
 
 impl Emitter {
-    pub fn new(cfg: &KafkaConfig) -> Result<Self, EmitError> {
+    pub(crate) fn new(cfg: &KafkaConfig) -> Result<Self, EmitError> {
         let mut cc = producer_config(
             cfg,
             &[
@@ -255,7 +255,7 @@ impl Emitter {
     /// An emitter for a partition task, on the same producer. In at_least_once it sends at once
     /// (signals go out as soon as they are detected) and keeps its own delivery futures; in
     /// exactly_once it holds records back for the coordinator's transaction.
-    pub fn fork(&self) -> Emitter {
+    pub(crate) fn fork(&self) -> Emitter {
         Emitter {
             producer: self.producer.clone(),
             pending: Vec::new(),
@@ -269,7 +269,7 @@ impl Emitter {
     }
 
     /// Everything sent or held back since the last call.
-    pub fn take_outbox(&mut self) -> Outbox {
+    pub(crate) fn take_outbox(&mut self) -> Outbox {
         Outbox {
             pending: std::mem::take(&mut self.pending),
             deferred: std::mem::take(&mut self.deferred),
@@ -278,7 +278,7 @@ impl Emitter {
 
     /// Take over a fork's outbox: its deliveries are awaited by this emitter's `flush`, its held
     /// back records are sent now (inside the open transaction in exactly_once).
-    pub fn absorb(&mut self, outbox: Outbox) -> Result<(), EmitError> {
+    pub(crate) fn absorb(&mut self, outbox: Outbox) -> Result<(), EmitError> {
         self.pending.extend(outbox.pending);
         for d in outbox.deferred {
             self.send(
@@ -292,7 +292,7 @@ impl Emitter {
         Ok(())
     }
 
-    pub fn is_transactional(&self) -> bool {
+    pub(crate) fn is_transactional(&self) -> bool {
         self.transactional
     }
 
@@ -309,7 +309,7 @@ impl Emitter {
     /// Commit the open transaction together with the consumer offsets in `offsets`, waiting
     /// at most `timeout` for each of the two calls (a timeout is abortable: the caller aborts
     /// and redoes the batch).
-    pub fn commit_transaction<
+    pub(crate) fn commit_transaction<
         C: rdkafka::consumer::Consumer<X>,
         X: rdkafka::consumer::ConsumerContext,
     >(
@@ -339,7 +339,7 @@ impl Emitter {
 
     /// Abort the open transaction (after an abortable error), waiting at most `timeout`. A
     /// timed-out abort is retriable (call again); any other failure is fatal.
-    pub fn abort_transaction(&mut self, timeout: Duration) -> Result<(), EmitError> {
+    pub(crate) fn abort_transaction(&mut self, timeout: Duration) -> Result<(), EmitError> {
         self.pending.clear();
         self.deferred.clear();
         if self.transactional && self.in_txn {
@@ -416,7 +416,7 @@ impl Emitter {
         }
     }
 
-    pub fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError> {
+    pub(crate) fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError> {
         let payload = serde_json::to_vec(o)?;
         self.send(
             topic,
@@ -427,7 +427,7 @@ impl Emitter {
         )
     }
 
-    pub fn send_dead_letter(
+    pub(crate) fn send_dead_letter(
         &mut self,
         dlq_topic: &str,
         d: &DeadLetter<'_>,
@@ -507,7 +507,7 @@ impl Emitter {
     /// Wait until every record sent so far is acknowledged by the broker, for at most
     /// `deadline`. Past it the records are left to librdkafka (they may still be delivered)
     /// and the caller redoes the batch from its last commit.
-    pub async fn acknowledged(&mut self, deadline: Duration) -> Result<usize, EmitError> {
+    pub(crate) async fn acknowledged(&mut self, deadline: Duration) -> Result<usize, EmitError> {
         self.wait_acks(Some(deadline)).await
     }
 

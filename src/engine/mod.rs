@@ -30,9 +30,11 @@ mod watermark;
 use crate::contract::{Event, OutputEvent, RunKey};
 use emit::{build_signal, terminated};
 pub use engine_config::EngineConfig;
-pub use fingerprint::{Canonical, StepFingerprints};
+pub(crate) use fingerprint::Canonical;
+pub use fingerprint::StepFingerprints;
 use hashbrown::HashTable;
-pub use outcome::{Change, Outcome, PartitionMeta};
+pub(crate) use outcome::PartitionMeta;
+pub use outcome::{Change, Outcome};
 pub use partitioner::partition_for;
 pub use run::RunState;
 use run_table::{hash_key, PackedKey, Slot};
@@ -116,7 +118,7 @@ impl PartitionEngine {
 
     /// Keep no list of changes (no changelog will ask for them): [`Self::take_changes`] then
     /// returns nothing.
-    pub fn without_changelog(mut self) -> Self {
+    pub(crate) fn without_changelog(mut self) -> Self {
         self.changes = false;
         self
     }
@@ -124,10 +126,6 @@ impl PartitionEngine {
     /// Minutes closed by the events applied since the last call.
     pub fn take_rollups(&mut self) -> std::vec::Drain<'_, rollup::Closed> {
         self.closed.drain(..)
-    }
-
-    pub fn config(&self) -> &EngineConfig {
-        &self.cfg
     }
 
     pub fn open_runs(&self) -> usize {
@@ -168,9 +166,10 @@ impl PartitionEngine {
         outcome
     }
 
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     /// An event whose effect on its run is already in the restored state (the changelog records
     /// each run with the offset it covers): only partition time moves, as when first applied.
-    pub fn observe_time_only(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) {
+    pub(crate) fn observe_time_only(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) {
         self.advance_watermark(ev.key(), ev.ts_ms(), out);
     }
 

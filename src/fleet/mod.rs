@@ -8,15 +8,15 @@
 //! their end), evaluates each once with a pure function ([`eval::evaluate`]), and publishes the
 //! window's alerts together with the progress past it in one Kafka transaction. Same rows, same
 //! alerts, same bytes; a restart resumes after the last committed window (docs/fleet-alerts.md).
-pub mod alert;
-pub mod eval;
+pub(crate) mod alert;
+pub(crate) mod eval;
 mod kafka;
-pub mod notify;
+pub(crate) mod notify;
 mod store;
 
-pub use crate::config::FleetConfig;
-pub use alert::{FleetAlert, FleetAlertResolved, Metric, Resolution, Stat};
-pub use kafka::Progress;
+pub(crate) use crate::config::FleetConfig;
+pub use alert::{FleetAlert, Metric};
+pub(crate) use kafka::Progress;
 
 use crate::config::{ClickHouseConfig, KafkaConfig};
 use alert::{OpenAlert, Window};
@@ -49,7 +49,7 @@ pub enum FleetError {
 impl FleetError {
     /// The producer can publish no more: fenced by a newer instance with the same
     /// transactional id, or broken. Retrying cannot help; exiting lets one instance run.
-    pub fn is_fatal(&self) -> bool {
+    pub(crate) fn is_fatal(&self) -> bool {
         matches!(self, FleetError::Kafka(rdkafka::error::KafkaError::Transaction(e)) if e.is_fatal())
     }
 }
@@ -68,7 +68,7 @@ pub struct WatchOptions {
 pub struct PassStats {
     pub windows: u64,
     pub alerts: u64,
-    pub resolved: u64,
+    pub(crate) resolved: u64,
 }
 
 /// Run until `shutdown` (or after one pass with `once`). A window's transaction is never cut:

@@ -29,7 +29,7 @@ mod runs;
 mod verdict;
 mod wire;
 
-pub use runs::{format_uuid, uuid_v7, v7_millis, RUN_TABLE_CAPACITY};
+pub(crate) use runs::{format_uuid, uuid_v7, RUN_TABLE_CAPACITY};
 
 use crate::auth::SecretTable;
 use crate::config::{IngestConfig, KafkaConfig};
@@ -55,7 +55,7 @@ use tokio_util::sync::CancellationToken;
 use wire::Violations;
 
 /// keelwave's `maxRequestBytes`.
-pub const MAX_BODY_BYTES: usize = 1 << 20;
+pub(crate) const MAX_BODY_BYTES: usize = 1 << 20;
 /// Requests waiting for the broker at most (keelwave's `BATCH_QUEUE_DEPTH`); past it, 503.
 pub(crate) const QUEUE_DEPTH: usize = 10_000;
 

@@ -163,7 +163,7 @@ fn placeholders(sql: &str) -> Vec<(String, String, usize, usize)> {
 }
 
 /// Render `value` as a ClickHouse literal of type `ty`.
-pub fn literal(name: &str, ty: &str, value: &str) -> Result<String, QueryError> {
+pub(crate) fn literal(name: &str, ty: &str, value: &str) -> Result<String, QueryError> {
     let bad = || QueryError::BadValue {
         name: name.into(),
         value: value.into(),

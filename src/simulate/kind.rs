@@ -50,11 +50,11 @@ impl Kind {
         }
     }
 
-    pub fn loops(self) -> bool {
+    pub(crate) fn loops(self) -> bool {
         self.detector().is_some()
     }
 
-    pub fn multi_agent(self) -> bool {
+    pub(crate) fn multi_agent(self) -> bool {
         matches!(self, Kind::Delegation | Kind::HandoffCycle)
     }
 

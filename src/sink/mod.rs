@@ -6,7 +6,8 @@
 pub mod rows;
 
 use crate::config::ClickHouseConfig;
-pub use rows::{RollupRow, RunRow, SignalRow, StepRow};
+pub use rows::{RollupRow, StepRow};
+pub(crate) use rows::{RunRow, SignalRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
@@ -153,7 +154,7 @@ const MIGRATIONS: &[Migration] = &[
 
 /// The oldest server that gets the modern DDL: DateTime64 arrived in 20.1, TTL in 19.6 and
 /// LowCardinality without an experimental flag in 19.x; 20.3 is the first LTS with all three.
-pub const MODERN_SINCE: (u32, u32) = (20, 3);
+pub(crate) const MODERN_SINCE: (u32, u32) = (20, 3);
 
 /// Whether a `version()` string gets the modern DDL. Unparsable versions count as modern.
 pub fn is_modern(server_version: &str) -> bool {
@@ -201,7 +202,7 @@ impl DdlOptions {
     /// Statements that precede the migrations: the database and the migration ledger (on a
     /// cluster, replicated to every node). Every statement is idempotent, so re-applying them
     /// changes nothing.
-    pub fn bootstrap(&self) -> Vec<String> {
+    pub(crate) fn bootstrap(&self) -> Vec<String> {
         let db = &self.db;
         // On a cluster the ledger is one replicated table on every node (one path for all
         // shards, so the replica name carries the shard too): a worker pointed at any node sees
@@ -375,21 +376,6 @@ pub struct Batch {
     pub rollups: Vec<RollupRow>,
 }
 
-impl Batch {
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    pub fn len(&self) -> usize {
-        self.steps.len() + self.signals.len() + self.runs.len() + self.rollups.len()
-    }
-    pub fn clear(&mut self) {
-        self.steps.clear();
-        self.signals.clear();
-        self.runs.clear();
-        self.rollups.clear();
-    }
-}
-
 /// A checked client for the readers (`eddy ui`, `eddy query`, fleet-watch), with eddy's
 /// database selected: the same connection as the sink's (credentials, TLS, cluster settings,
 /// the first request's diagnosis), through which they write nothing.
@@ -487,10 +473,6 @@ impl ClickHouseSink {
         }
     }
 
-    pub fn database(&self) -> &str {
-        &self.db
-    }
-
     pub fn client(&self) -> &clickhouse::Client {
         &self.client
     }
@@ -504,7 +486,7 @@ impl ClickHouseSink {
     }
 
     /// The DDL this server gets: probes `version()` for the modern or legacy form.
-    pub async fn ddl(&self) -> Result<DdlOptions, SinkError> {
+    pub(crate) async fn ddl(&self) -> Result<DdlOptions, SinkError> {
         let version = self.version().await?;
         Ok(DdlOptions {
             db: self.db.clone(),
@@ -516,7 +498,7 @@ impl ClickHouseSink {
 
     /// For a worker that must not run DDL: fails, naming what is missing, unless every
     /// migration has been applied (by `eddy migrate` or an administrator).
-    pub async fn check_migrated(&self) -> Result<(), SinkError> {
+    pub(crate) async fn check_migrated(&self) -> Result<(), SinkError> {
         let db = &self.db;
         let ddl = self.ddl().await?;
         // A missing database or ledger reads as "nothing applied", which the error then says.
@@ -642,7 +624,7 @@ impl ClickHouseSink {
     /// The rows of several batches, one insert per table, in batch order: a flush writes its
     /// partitions' batches as they are instead of first copying them into one (megabytes of
     /// rows per flush, moved again at every doubling of the merged vectors).
-    pub async fn insert_all(&self, batches: &[Batch]) -> Result<(), SinkError> {
+    pub(crate) async fn insert_all(&self, batches: &[Batch]) -> Result<(), SinkError> {
         // Slices gathered before the first await: a closure held across it would make the
         // future `Send` only for some lifetimes, which `tokio::spawn` refuses.
         let steps: Vec<&[StepRow]> = batches.iter().map(|b| b.steps.as_slice()).collect();

@@ -1,6 +1,6 @@
 //! Kafka input: the group consumer, rebalance bookkeeping, topic set-up and changelog restore.
 pub mod compacted;
-pub mod group;
+pub(crate) mod group;
 pub mod restore;
 pub(crate) mod topics;
 
@@ -59,25 +59,25 @@ pub enum SourceError {
 
 /// Assignment changes seen by librdkafka's rebalance callback, drained by the worker loop.
 #[derive(Default)]
-pub struct Assignment {
-    pub assigned: HashSet<i32>,
+pub(crate) struct Assignment {
+    pub(crate) assigned: HashSet<i32>,
     /// Partitions gone without a chance to drain (lost, eager protocol, or while closing):
     /// their uncommitted work is dropped.
-    pub revoked: Vec<i32>,
+    pub(crate) revoked: Vec<i32>,
     /// A cooperative revoke waiting for the worker: it flushes and commits the partitions, then
     /// hands them back with `incremental_unassign`. The rebalance waits for that call.
-    pub draining: Option<TopicPartitionList>,
+    pub(crate) draining: Option<TopicPartitionList>,
     /// While false, revokes are completed in the callback (shutdown: nothing would drain them).
-    pub defer_revokes: bool,
+    pub(crate) defer_revokes: bool,
     /// Wakes the worker loop when a revoke waits for it (it may be idle, waiting for a message).
-    pub wake: Arc<tokio::sync::Notify>,
+    pub(crate) wake: Arc<tokio::sync::Notify>,
     /// The worker holds back input (a full batch waits for its flush, or a rewind is under
     /// way): partitions assigned meanwhile are paused as soon as they are assigned, so no fetch
     /// starts before the worker can take it. The worker resumes them with the rest.
-    pub paused: bool,
+    pub(crate) paused: bool,
     /// A member of the group: set by every assignment (an empty one included), cleared when the
     /// assignment is lost. A worker not yet (or no longer) a member is not ready.
-    pub member: bool,
+    pub(crate) member: bool,
 }
 
 impl Assignment {
@@ -112,11 +112,11 @@ impl Assignment {
     }
 }
 
-pub struct RebalanceContext {
+pub(crate) struct RebalanceContext {
     topic: String,
-    pub state: Arc<Mutex<Assignment>>,
+    pub(crate) state: Arc<Mutex<Assignment>>,
     /// The group membership as librdkafka last reported it.
-    pub group: Arc<group::GroupView>,
+    pub(crate) group: Arc<group::GroupView>,
 }
 
 impl ClientContext for RebalanceContext {
@@ -200,9 +200,9 @@ impl ConsumerContext for RebalanceContext {
     }
 }
 
-pub type Input = StreamConsumer<RebalanceContext>;
+pub(crate) type Input = StreamConsumer<RebalanceContext>;
 
-pub fn consumer(cfg: &KafkaConfig) -> Result<(Input, Arc<Mutex<Assignment>>), SourceError> {
+pub(crate) fn consumer(cfg: &KafkaConfig) -> Result<(Input, Arc<Mutex<Assignment>>), SourceError> {
     let state = Arc::new(Mutex::new(Assignment::default()));
     let ctx = RebalanceContext {
         topic: cfg.topics.input.clone(),

@@ -35,44 +35,44 @@ type RewindTask = JoinHandle<Result<(TopicPartitionList, Option<Emitter>), Worke
 
 #[derive(Default)]
 pub(super) struct FlushCounters {
-    pub flushes: u64,
-    pub rewinds: u64,
+    pub(crate) flushes: u64,
+    pub(crate) rewinds: u64,
 }
 
 pub(super) struct Coordinator {
-    pub flusher: Flusher,
-    pub assignment: Arc<Mutex<source::Assignment>>,
-    pub shared: Arc<partition::Shared>,
+    pub(crate) flusher: Flusher,
+    pub(crate) assignment: Arc<Mutex<source::Assignment>>,
+    pub(crate) shared: Arc<partition::Shared>,
     /// Forked into each new partition task (same producer).
-    pub forker: Emitter,
-    pub tasks: HashMap<i32, partition::Handle>,
-    pub inflight: Option<FlushTask>,
+    pub(crate) forker: Emitter,
+    pub(crate) tasks: HashMap<i32, partition::Handle>,
+    pub(crate) inflight: Option<FlushTask>,
     /// A rewind under way, and the partitions it rewinds: their messages are dropped until it
     /// seeks them back to their commits.
-    pub rewinding: Option<(RewindTask, BTreeSet<i32>)>,
+    pub(crate) rewinding: Option<(RewindTask, BTreeSet<i32>)>,
     /// Messages forwarded since the last barrier.
-    pub batch_msgs: usize,
+    pub(crate) batch_msgs: usize,
     /// Messages staged but not yet handed to their tasks.
-    pub staged: usize,
-    pub deadline: Option<tokio::time::Instant>,
+    pub(crate) staged: usize,
+    pub(crate) deadline: Option<tokio::time::Instant>,
     /// The assigned partitions are paused (see the module docs).
-    pub paused: bool,
-    pub counts: FlushCounters,
-    pub watchdog: Watchdog,
+    pub(crate) paused: bool,
+    pub(crate) counts: FlushCounters,
+    pub(crate) watchdog: Watchdog,
     /// Messages received since the watchdog last looked.
-    pub received: bool,
+    pub(crate) received: bool,
     /// A lag probe in flight for the watchdog, and when the last one started.
-    pub probe: Option<JoinHandle<Option<watchdog::Offsets>>>,
-    pub probed_at: Option<Instant>,
+    pub(crate) probe: Option<JoinHandle<Option<watchdog::Offsets>>>,
+    pub(crate) probed_at: Option<Instant>,
     /// The group membership as librdkafka last reported it.
-    pub group: Arc<source::group::GroupView>,
+    pub(crate) group: Arc<source::group::GroupView>,
     /// A cooperative revoke being drained.
-    pub drain: Option<Drain>,
+    pub(crate) drain: Option<Drain>,
     /// Offsets made durable whose commit the group refused (during a rebalance), by partition:
     /// the next flush commits them too, and an idle worker starts a flush for them alone.
-    pub refused: std::collections::BTreeMap<i32, i64>,
+    pub(crate) refused: std::collections::BTreeMap<i32, i64>,
     /// When the last flush ended.
-    pub flushed_at: Instant,
+    pub(crate) flushed_at: Instant,
 }
 
 /// Revoked partitions on their way back to the group (see `Coordinator::begin_drain`).
@@ -118,7 +118,7 @@ impl Coordinator {
 
     /// Whether the group has taken this worker in (an assignment, even an empty one, arrived
     /// and was not lost since).
-    pub fn member(&self) -> Result<bool, WorkerError> {
+    pub(crate) fn member(&self) -> Result<bool, WorkerError> {
         Ok(self
             .assignment
             .lock()
@@ -134,7 +134,7 @@ impl Coordinator {
 
     /// Copy a message into its partition's next chunk (if the partition is still ours and not
     /// being rewound).
-    pub fn stage(&mut self, m: &BorrowedMessage<'_>) -> Result<(), WorkerError> {
+    pub(crate) fn stage(&mut self, m: &BorrowedMessage<'_>) -> Result<(), WorkerError> {
         self.received = true;
         let p = m.partition();
         if self
@@ -182,7 +182,7 @@ impl Coordinator {
     /// Start a task (and so its state's restore) for every assigned partition that has none:
     /// a partition is restored when it is assigned, not when its first message arrives, so
     /// `/readyz` can wait for it.
-    pub fn spawn_assigned(&mut self) -> Result<(), WorkerError> {
+    pub(crate) fn spawn_assigned(&mut self) -> Result<(), WorkerError> {
         if self.rewinding.is_some() {
             return Ok(());
         }
@@ -193,7 +193,7 @@ impl Coordinator {
     }
 
     /// Assigned partitions still restoring; a failed restore ends the worker with its cause.
-    pub async fn restoring(&mut self) -> Result<usize, WorkerError> {
+    pub(crate) async fn restoring(&mut self) -> Result<usize, WorkerError> {
         let failed: Vec<i32> = self
             .tasks
             .iter()
@@ -218,7 +218,7 @@ impl Coordinator {
 
     /// Hand every staged chunk to its task. Never waits: the tasks' queues are unbounded and
     /// the batch size bounds what is in them.
-    pub fn dispatch(&mut self) -> Result<(), WorkerError> {
+    pub(crate) fn dispatch(&mut self) -> Result<(), WorkerError> {
         for (p, task) in self.tasks.iter_mut() {
             if task.staged.is_empty() {
                 continue;
@@ -235,7 +235,7 @@ impl Coordinator {
 
     /// Whether a flush should start now: a batch that is due or full, or, with nothing read,
     /// offsets whose commit was refused a while ago.
-    pub fn flush_due(&self) -> bool {
+    pub(crate) fn flush_due(&self) -> bool {
         if self.inflight.is_some() || self.rewinding.is_some() {
             return false;
         }
@@ -247,7 +247,7 @@ impl Coordinator {
     }
 
     /// A full batch: flush it as soon as the flush in flight is done.
-    pub fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.batch_msgs >= self.flusher.worker.batch_max_messages
     }
 
@@ -255,13 +255,13 @@ impl Coordinator {
     /// while the first is still being flushed (a slow ClickHouse turns into lag, not memory: at
     /// most three batches are ever held). Under a steady load the flush ends before that, and
     /// the input is never paused.
-    pub fn must_hold(&self) -> bool {
+    pub(crate) fn must_hold(&self) -> bool {
         self.rewinding.is_some()
             || self.batch_msgs >= self.flusher.worker.batch_max_messages.saturating_mul(2)
     }
 
     /// Pause or resume every assigned partition so that they match `must_hold`.
-    pub fn apply_hold(&mut self) -> Result<(), WorkerError> {
+    pub(crate) fn apply_hold(&mut self) -> Result<(), WorkerError> {
         let hold = self.must_hold();
         if hold == self.paused {
             return Ok(());
@@ -287,7 +287,7 @@ impl Coordinator {
     /// Send every partition with new messages a barrier, then start the flush: it collects
     /// their epochs (all messages forwarded so far, and nothing after) and makes them durable.
     /// Nothing here waits.
-    pub fn start_flush(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+    pub(crate) fn start_flush(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
         let mut waits = Vec::new();
         for (p, task) in self.tasks.iter_mut().filter(|(_, t)| t.dirty) {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -317,7 +317,7 @@ impl Coordinator {
     }
 
     /// A finished flush: a transient failure rewinds, anything else fatal ends the worker.
-    pub fn settle(
+    pub(crate) fn settle(
         &mut self,
         r: Result<Result<Vec<(i32, i64)>, WorkerError>, JoinError>,
     ) -> Result<(), WorkerError> {
@@ -367,7 +367,10 @@ impl Coordinator {
 
     /// Flush and commit everything so far before stopping (waiting for the flush in flight
     /// first), the consumer served meanwhile.
-    pub async fn flush_all(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+    pub(crate) async fn flush_all(
+        &mut self,
+        shutdown: &CancellationToken,
+    ) -> Result<(), WorkerError> {
         if let Some(h) = self.inflight.take() {
             let r = self.serving(h).await;
             self.settle(r)?;
@@ -387,7 +390,7 @@ impl Coordinator {
     /// partitions' later messages are no longer staged (they left `assigned`), so the drain
     /// ends once the flush in flight and one more are done; `advance_drain` moves it on from
     /// the loop, which keeps polling meanwhile.
-    pub fn begin_drain(&mut self, tpl: TopicPartitionList) {
+    pub(crate) fn begin_drain(&mut self, tpl: TopicPartitionList) {
         match &mut self.drain {
             Some(d) => {
                 for e in tpl.elements() {
@@ -409,7 +412,10 @@ impl Coordinator {
 
     /// Move a drain on: start its flush once the one in flight is done, hand the partitions
     /// back once that flush is done too (or a rewind dropped their work, or time ran out).
-    pub fn advance_drain(&mut self, shutdown: &CancellationToken) -> Result<(), WorkerError> {
+    pub(crate) fn advance_drain(
+        &mut self,
+        shutdown: &CancellationToken,
+    ) -> Result<(), WorkerError> {
         let Some(d) = &mut self.drain else {
             return Ok(());
         };
@@ -449,11 +455,11 @@ impl Coordinator {
     }
 
     /// Stopping with a drain pending: everything is committed now, hand the partitions back.
-    pub fn hand_back_on_exit(&mut self) -> Result<(), WorkerError> {
+    pub(crate) fn hand_back_on_exit(&mut self) -> Result<(), WorkerError> {
         self.hand_back()
     }
 
-    pub fn remove(&mut self, p: i32) {
+    pub(crate) fn remove(&mut self, p: i32) {
         self.refused.remove(&p);
         if self.tasks.remove(&p).is_some() {
             metrics::counter!("eddy_partitions_revoked_total").increment(1);
@@ -464,7 +470,7 @@ impl Coordinator {
     /// the changelog (read_committed, so it matches the committed offsets exactly). Only the
     /// bookkeeping happens here; the slow half (aborting the transaction, reading the commits
     /// back) runs as a task while the coordinator keeps polling with the input paused.
-    pub fn start_rewind(&mut self, renew: bool) -> Result<(), WorkerError> {
+    pub(crate) fn start_rewind(&mut self, renew: bool) -> Result<(), WorkerError> {
         if let Some(h) = self.inflight.take() {
             // Its current librdkafka call is bounded; it lets go of the emitter after it.
             h.abort();
@@ -561,7 +567,7 @@ impl Coordinator {
     /// The rewind's slow half is done: seek the partitions still ours back to their commits.
     /// Messages fetched before the seek are dropped by librdkafka; the next ones are read
     /// again from the commit.
-    pub fn finish_rewind(
+    pub(crate) fn finish_rewind(
         &mut self,
         r: Result<Result<(TopicPartitionList, Option<Emitter>), WorkerError>, JoinError>,
     ) -> Result<(), WorkerError> {
@@ -606,7 +612,7 @@ impl Coordinator {
     }
 
     /// One look of the watchdog; `holding` is true while waiting on purpose.
-    pub fn watch(&mut self, holding: bool) -> Result<Option<String>, WorkerError> {
+    pub(crate) fn watch(&mut self, holding: bool) -> Result<Option<String>, WorkerError> {
         let done = self.probe.as_ref().is_some_and(JoinHandle::is_finished);
         let probe = if done {
             self.probe
@@ -649,7 +655,7 @@ impl Coordinator {
     }
 
     /// The progress line's numbers.
-    pub fn progress(&self, counters: &Counters) {
+    pub(crate) fn progress(&self, counters: &Counters) {
         let open: usize = self.tasks.values().map(partition::Handle::open_runs).sum();
         metrics::gauge!("eddy_open_runs").set(open as f64);
         let group = self.group.last().unwrap_or_default();

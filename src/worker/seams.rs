@@ -82,9 +82,9 @@ impl RowSink for ClickHouseSink {
 /// The worker's Kafka side during one flush: its one producer carries outputs, dead letters,
 /// changelog and (exactly_once) the transaction; the consumer owns the group's offsets.
 pub(crate) struct KafkaIo<'a> {
-    pub emitter: &'a mut Emitter,
-    pub consumer: &'a Arc<Input>,
-    pub changelog_topic: &'a str,
+    pub(crate) emitter: &'a mut Emitter,
+    pub(crate) consumer: &'a Arc<Input>,
+    pub(crate) changelog_topic: &'a str,
 }
 
 /// What an offset commit that got no answer in time turns into.

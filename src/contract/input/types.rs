@@ -68,10 +68,11 @@ impl Event {
 
 #[derive(Debug, Clone)]
 pub struct RunStarted {
-    pub key: RunKey,
-    pub ts_ms: i64,
+    pub(crate) key: RunKey,
+    pub(crate) ts_ms: i64,
     pub agent_name: String,
-    pub input: Option<String>,
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) input: Option<String>,
     pub metadata: Option<JsonText>,
 }
 
@@ -101,11 +102,11 @@ pub struct Step {
 
 /// The `step_type` of a guard's report that it steered the agent (handed it a signal's
 /// `advice`). Such a step is the guard's, not the agent's: detectors never see it.
-pub const STEER_STEP_TYPE: &str = "steer";
+pub(crate) const STEER_STEP_TYPE: &str = "steer";
 
 impl Step {
     /// A guard's report that it steered the agent ([`STEER_STEP_TYPE`]).
-    pub fn is_steer(&self) -> bool {
+    pub(crate) fn is_steer(&self) -> bool {
         self.step_type == STEER_STEP_TYPE
     }
 }
@@ -119,11 +120,12 @@ pub enum RunStatus {
 
 #[derive(Debug, Clone)]
 pub struct RunFinished {
-    pub key: RunKey,
-    pub ts_ms: i64,
-    pub status: RunStatus,
-    pub termination_reason: Option<TerminationReason>,
-    pub output: Option<String>,
+    pub(crate) key: RunKey,
+    pub(crate) ts_ms: i64,
+    pub(crate) status: RunStatus,
+    pub(crate) termination_reason: Option<TerminationReason>,
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) output: Option<String>,
     /// The loop flag the agent computed itself (keelwave's finish `loop_detected`), if reported.
     pub reported_loop_detected: Option<bool>,
     /// Where the agent says its loop began (keelwave's `loop_step_index`).
@@ -139,16 +141,16 @@ pub struct ReportedTotals {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_steps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_tokens: Option<u64>,
+    pub(crate) total_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_cost_usd: Option<f64>,
+    pub(crate) total_cost_usd: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TerminationReason {
+pub(crate) enum TerminationReason {
     Clean,
     MaxStepsReached,
     ContextLimit,
@@ -160,7 +162,7 @@ pub enum TerminationReason {
 }
 
 impl TerminationReason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             TerminationReason::Clean => "clean",
             TerminationReason::MaxStepsReached => "max_steps_reached",

@@ -3,7 +3,7 @@
 //! are kept together and small.
 use sha2::{Digest, Sha256};
 
-pub type Fp = [u8; 32];
+pub(crate) type Fp = [u8; 32];
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StepFingerprints {

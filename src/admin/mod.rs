@@ -14,14 +14,19 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// Why the admin server (health and metrics) could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
+    /// The address could not be bound (in use, or not ours).
     #[error("cannot bind the admin server to {addr}: {source} (set admin_addr / EDDY_ADMIN_ADDR)")]
     Bind {
+        /// The `admin_addr` tried.
         addr: String,
+        /// The operating system's reason.
         #[source]
         source: std::io::Error,
     },
+    /// `admin_addr` is not a host:port.
     #[error("invalid admin_addr `{0}`: expected host:port, e.g. 127.0.0.1:9464")]
     Addr(String),
 }

@@ -14,6 +14,8 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// Writes an agent's run events straight to the input topic (for agents that talk Kafka
+/// rather than the ingest API).
 pub struct Emitter {
     inner: crate::emit::Emitter,
     topic: String,
@@ -23,6 +25,7 @@ pub struct Emitter {
 }
 
 impl Emitter {
+    /// A producer for `topic` on `brokers`, its events stamped with `project_id`.
     pub fn new(brokers: &str, topic: &str, project_id: &str) -> Result<Self, AgentError> {
         let cfg = KafkaConfig {
             brokers: brokers.to_string(),
@@ -61,6 +64,7 @@ impl Emitter {
         Ok(())
     }
 
+    /// Reports that the run began (`run_started`).
     pub fn run_started(&mut self, run_id: &str, agent_name: &str) -> Result<(), AgentError> {
         self.next_index.insert(run_id.to_string(), FIRST_STEP_INDEX);
         self.send(&Event::RunStarted(RunStarted {
@@ -118,6 +122,7 @@ impl Emitter {
         self.step(run_id, step)
     }
 
+    /// Reports that the run ended with `status` (`run_finished`).
     pub fn run_finished(&mut self, run_id: &str, status: RunStatus) -> Result<(), AgentError> {
         self.next_index.remove(run_id);
         self.send(&Event::RunFinished(RunFinished {

@@ -113,7 +113,7 @@ impl Guard {
         self.verdicts.is_caught_up()
     }
 
-    /// Wait until [`Guard::is_ready`], at most `timeout`; returns whether it is.
+    /// Wait until `Guard::is_ready`, at most `timeout`; returns whether it is.
     pub async fn ready(&self, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         while !self.is_ready() {

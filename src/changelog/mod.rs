@@ -13,10 +13,10 @@
 //!   restore that skips `< applied_offset` loses nothing.
 //!
 //! Run values:
-//! - version 5 ([`binary`]): a two-byte frame, then the covered input offset and the run state
+//! - version 5 (`binary`): a two-byte frame, then the covered input offset and the run state
 //!   in MessagePack. Fewer bytes than the JSON and read faster, which is what a new partition
 //!   owner waits for before its runs produce signals again.
-//! - versions 1 to 4 ([`json`]): JSON objects, still read so that a rolling upgrade restores the
+//! - versions 1 to 4 (`json`): JSON objects, still read so that a rolling upgrade restores the
 //!   changelog the previous release wrote. Each version reads the ones before it.
 //!
 //! `state` writes down the shape of every persisted engine type, for both encodings: its
@@ -30,6 +30,8 @@ mod state;
 use crate::contract::RunKey;
 use crate::engine::{Change, PartitionMeta, RunState};
 
+/// The key of a partition's meta record (watermark and applied offset), which no run key
+/// can equal.
 pub const META_KEY: &[u8] = b"\"__meta__\"";
 /// The version this eddy writes; it reads every version up to it.
 pub(crate) const VERSION: u32 = binary::VERSION;
@@ -38,14 +40,18 @@ pub(crate) const VERSION: u32 = binary::VERSION;
 /// silently reopen or forget a run.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
+    /// Written by a newer eddy than this one: reading on would lose state.
     #[error(
         "record version {0} is newer than this eddy reads ({VERSION}); roll back the upgrade or finish it"
     )]
     Newer(u32),
+    /// A JSON (version 1 to 4) record that does not parse.
     #[error("malformed JSON record: {0}")]
     Json(#[from] serde_json::Error),
+    /// A binary (MessagePack) record that does not parse.
     #[error("malformed binary record: {0}")]
     Binary(String),
+    /// A record key that is not a run key.
     #[error("malformed key: {0}")]
     Key(String),
 }
@@ -81,7 +87,7 @@ pub fn encode(change: &Change<'_>, offset: i64) -> (Vec<u8>, Option<Vec<u8>>) {
     }
 }
 
-/// A run record's value, of any version up to [`VERSION`].
+/// A run record's value, of any version up to `VERSION`.
 pub fn decode_run(value: &[u8]) -> Result<RunRecord, RecordError> {
     if binary::is_binary(value) {
         binary::decode_run(value)
@@ -90,12 +96,13 @@ pub fn decode_run(value: &[u8]) -> Result<RunRecord, RecordError> {
     }
 }
 
+/// The value of the meta record: the offset the state reflects and the partition's meta.
 pub fn encode_meta(applied_offset: i64, meta: &PartitionMeta) -> Vec<u8> {
     json::encode_meta(applied_offset, meta)
 }
 
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
 /// The meta record: (applied offset, partition meta).
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) fn decode_meta(value: &[u8]) -> Result<(i64, PartitionMeta), RecordError> {
     json::decode_meta(value)
 }

@@ -1,6 +1,6 @@
 //! The worker's writes to Kafka (output events, dead letters and the state changelog, in one
 //! transaction in `exactly_once`), and the producer set-up every writer of eddy starts from
-//! ([`producer_config`]; fleet-watch's alert and state records, the ingest bridges' events).
+//! (`producer_config`; fleet-watch's alert and state records, the ingest bridges' events).
 //!
 //! Sends are fire-and-collect: a record is handed to librdkafka at once (signals go out as soon
 //! as they are detected) and its delivery future is kept; a flush awaits them all before the
@@ -14,18 +14,25 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use std::time::Duration;
 
+/// Why output could not be produced to Kafka.
 #[derive(Debug, thiserror::Error)]
 pub enum EmitError {
+    /// The producer could not be created (bad settings).
     #[error("cannot create Kafka producer: {0}")]
     Create(#[source] KafkaError),
+    /// A record was not delivered.
     #[error("delivery to {topic} failed: {source}")]
     Delivery {
+        /// The topic it was for.
         topic: String,
+        /// The broker's or client's reason.
         #[source]
         source: KafkaError,
     },
+    /// The delivery was cancelled before an answer came (the topic named).
     #[error("delivery to {0} was cancelled (producer dropped)")]
     Cancelled(String),
+    /// An event could not be serialised.
     #[error("cannot serialise output event: {0}")]
     Serialise(#[from] serde_json::Error),
     /// The transaction must be aborted and processing rewound to the last commit.
@@ -36,7 +43,12 @@ pub enum EmitError {
     Fatal(#[source] KafkaError),
     /// The broker did not acknowledge everything sent within the flush's deadline.
     #[error("{pending} record(s) not acknowledged by the broker within {waited_ms} ms (flush_timeout_ms)")]
-    Timeout { pending: usize, waited_ms: u64 },
+    Timeout {
+        /// Records still unacknowledged.
+        pending: usize,
+        /// How long the flush waited.
+        waited_ms: u64,
+    },
 }
 
 impl EmitError {
@@ -135,6 +147,7 @@ pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
+/// eddy's Kafka producer: signals, dead letters and changelog records, transactional or not.
 pub struct Emitter {
     producer: FutureProducer,
     pending: Vec<(String, DeliveryFuture)>,
@@ -356,6 +369,7 @@ impl Emitter {
         Ok(())
     }
 
+    /// The underlying producer, for callers that send what this type has no method for.
     pub fn producer(&self) -> &FutureProducer {
         &self.producer
     }

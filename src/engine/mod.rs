@@ -43,6 +43,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
+/// The detectors for one input partition: every open run's state, the watermark, the
+/// changes the changelog must record.
 pub struct PartitionEngine {
     cfg: Arc<EngineConfig>,
     /// States are boxed: the table then holds pointers, not ~1 KB states with a quarter of its
@@ -87,6 +89,7 @@ pub struct PartitionEngine {
 }
 
 impl PartitionEngine {
+    /// An empty engine.
     pub fn new(cfg: Arc<EngineConfig>) -> Self {
         Self {
             cfg,
@@ -128,6 +131,7 @@ impl PartitionEngine {
         self.closed.drain(..)
     }
 
+    /// Runs currently tracked (bounded by `max_open_runs`).
     pub fn open_runs(&self) -> usize {
         self.runs.len()
     }
@@ -142,6 +146,7 @@ impl PartitionEngine {
         self.meta.ended.len()
     }
 
+    /// The partition's event-time watermark, once an event has set it.
     pub fn watermark_ms(&self) -> Option<i64> {
         self.meta.watermark_ms
     }
@@ -166,9 +171,9 @@ impl PartitionEngine {
         outcome
     }
 
-    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     /// An event whose effect on its run is already in the restored state (the changelog records
     /// each run with the offset it covers): only partition time moves, as when first applied.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn observe_time_only(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) {
         self.advance_watermark(ev.key(), ev.ts_ms(), out);
     }

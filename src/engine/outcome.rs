@@ -42,6 +42,7 @@ pub struct PartitionMeta {
 /// One changelog change.
 #[derive(Debug)]
 pub enum Change<'a> {
+    /// The run's state changed: write it.
     Upsert(RunKey, &'a RunState),
     /// The run ended: remember it (so late events cannot reopen it) until it is forgotten.
     Ended(RunKey),

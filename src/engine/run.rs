@@ -21,6 +21,7 @@ pub struct RunState {
     pub(crate) started_ms: i64,
     pub(crate) first_ms: i64,
     pub(crate) last_ts: i64,
+    /// Step indices already applied (redeliveries are skipped).
     pub seen: SeenSteps,
     /// Steps and tool calls as `u32` (saturating): 8 bytes of every open run, and no run
     /// comes near four billion steps.
@@ -45,6 +46,7 @@ pub struct RunState {
     pub(crate) steers: u8,
     /// What a stop (e.g. a budget) implies when the run reports no reason itself.
     pub(crate) inferred_reason: Option<TerminationReason>,
+    /// Each detector's state for the run.
     pub detectors: RunDetectors,
     /// The partition's event sequence number at this run's last event (eviction order).
     pub(crate) last_seq: u64,
@@ -106,6 +108,7 @@ impl RunState {
         }
     }
 
+    /// The state of a run first seen at `ts`.
     pub fn new(ts: i64) -> Self {
         Self {
             agent: None,

@@ -22,6 +22,7 @@ impl Window {
     }
 }
 
+/// What fleet-watch tracks per agent and window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
@@ -51,16 +52,20 @@ pub struct Stat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename = "fleet_alert")]
 pub struct FleetAlert {
+    /// Deterministic id, so a re-run pass does not alert twice.
     pub event_id: String,
+    /// The project the agent runs in.
     pub project_id: String,
     /// The agent, without its version.
     pub agent_name: String,
     /// Set when the alert is about one version of the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_version: Option<String>,
+    /// The metric that regressed.
     pub metric: Metric,
     /// The window judged, `[window_start, window_end)`, event time, RFC 3339 UTC.
     pub window_start: String,
+    /// End of the window judged (exclusive).
     pub window_end: String,
     /// Where the baseline windows begin (they end at `window_start`).
     pub baseline_start: String,

@@ -20,7 +20,7 @@ const TXN_TIMEOUT_MS: u32 = 60_000;
 
 /// The state record: the project's windows are evaluated up to `evaluated_until` (exclusive).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Progress {
+pub(crate) struct Progress {
     pub(crate) v: u32,
     pub(crate) project_id: String,
     pub(crate) window_seconds: u32,

@@ -5,7 +5,7 @@
 //! agent, with its own state, changelog and rebalances), this daemon reads what the workers
 //! already made exact and durable: `rollup_minute FINAL`. On a schedule it takes each project's
 //! windows that are closed in event time (the newest rollup minute is `settle_seconds` past
-//! their end), evaluates each once with a pure function ([`eval::evaluate`]), and publishes the
+//! their end), evaluates each once with a pure function (`eval::evaluate`), and publishes the
 //! window's alerts together with the progress past it in one Kafka transaction. Same rows, same
 //! alerts, same bytes; a restart resumes after the last committed window (docs/fleet-alerts.md).
 pub(crate) mod alert;
@@ -24,24 +24,39 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// Why fleet-watch stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
+    /// The Kafka client failed.
     #[error("Kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    /// Its topics could not be checked or created.
     #[error(transparent)]
     Topics(#[from] crate::source::SourceError),
+    /// A ClickHouse query failed.
     #[error("ClickHouse: {0}")]
     ClickHouse(#[from] clickhouse::error::Error),
+    /// The ClickHouse connection could not be made.
     #[error(transparent)]
     Sink(#[from] crate::sink::SinkError),
+    /// The admin server failed.
     #[error(transparent)]
     Admin(#[from] crate::admin::AdminError),
+    /// An alert could not be serialised.
     #[error("cannot encode an event: {0}")]
     Encode(#[source] serde_json::Error),
+    /// The fleet state topic holds a record this version cannot read.
     #[error("unreadable record at offset {offset} of the fleet state topic: {why}")]
-    State { offset: i64, why: String },
+    State {
+        /// The record's offset.
+        offset: i64,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Reading the fleet state topic back did not finish.
     #[error("the fleet state topic: {0}")]
     StateTimeout(#[from] crate::source::compacted::Stalled),
+    /// A notification destination failed.
     #[error("notifications: {0}")]
     Notify(String),
 }
@@ -66,7 +81,9 @@ pub struct WatchOptions {
 /// What one pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct PassStats {
+    /// Windows judged.
     pub windows: u64,
+    /// Alerts raised.
     pub alerts: u64,
     pub(crate) resolved: u64,
 }

@@ -9,47 +9,79 @@ use crate::config::ClickHouseConfig;
 pub use rows::{RollupRow, StepRow};
 pub(crate) use rows::{RunRow, SignalRow};
 
+/// Why ClickHouse could not be reached, set up or written.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
+    /// The server failed a request.
     #[error("ClickHouse at {url}: {source}")]
     ClickHouse {
+        /// The server's URL.
         url: String,
+        /// The client's error.
         #[source]
         source: clickhouse::error::Error,
     },
+    /// Migrations are pending and eddy may not run them.
     #[error(
         "ClickHouse database `{db}` lacks migrations {pending:?} and migrate_on_start is off. To \
          fix: run `eddy migrate` with an account that may run DDL (or apply `eddy migrate \
          --print`), or set migrate_on_start = true"
     )]
-    NotMigrated { db: String, pending: Vec<String> },
+    NotMigrated {
+        /// The database.
+        db: String,
+        /// The migrations not yet applied.
+        pending: Vec<String>,
+    },
+    /// A migration failed.
     #[error("migration {name} failed: {source}")]
     Migration {
+        /// The migration.
         name: String,
+        /// The client's error.
         #[source]
         source: clickhouse::error::Error,
     },
+    /// The server rejected the credentials.
     #[error(
         "ClickHouse at {url} rejected user `{user}`: {source}. To fix: check clickhouse_user and \
          clickhouse_password (env EDDY_CLICKHOUSE_USER / EDDY_CLICKHOUSE_PASSWORD)"
     )]
     Auth {
+        /// The server's URL.
         url: String,
+        /// The user rejected.
         user: String,
+        /// The client's error.
         #[source]
         source: clickhouse::error::Error,
     },
+    /// The TLS handshake failed.
     #[error(
         "ClickHouse at {url}: TLS failed: {reason}. To fix: set clickhouse_ca_file (env \
          EDDY_CLICKHOUSE_CA_FILE) to the PEM of the CA that signed the server's certificate, \
          and use the host name the certificate was issued for"
     )]
-    Tls { url: String, reason: String },
+    Tls {
+        /// The server's URL.
+        url: String,
+        /// rustls's reason.
+        reason: String,
+    },
+    /// `clickhouse_ca_file` could not be read or holds no certificate.
     #[error("clickhouse_ca_file {path}: {reason}")]
-    CaFile { path: String, reason: String },
+    CaFile {
+        /// The file.
+        path: String,
+        /// Why it is unusable.
+        reason: String,
+    },
     /// No answer within the flush's deadline (a hung or overloaded server): retried.
     #[error("ClickHouse did not answer the insert within {waited_ms} ms (flush_timeout_ms)")]
-    Timeout { waited_ms: u64 },
+    Timeout {
+        /// How long the insert waited.
+        waited_ms: u64,
+    },
 }
 
 /// The whole `source()` chain of an error on one line: the crate's network error hides the TLS
@@ -172,7 +204,9 @@ pub fn is_modern(server_version: &str) -> bool {
 /// How the DDL is rendered: which form, on which cluster, with which retention.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DdlOptions {
+    /// The database the tables go in.
     pub db: String,
+    /// Whether the server takes the modern DDL (see [`is_modern`]).
     pub modern: bool,
     /// `ON CLUSTER` name: tables become `<name>_local` (Replicated*MergeTree) plus a Distributed
     /// `<name>` sharded by run, so every version of a row lands on one shard and FINAL is exact.
@@ -359,6 +393,7 @@ fn created_table<'a>(stmt: &'a str, db: &str) -> Option<&'a str> {
     rest.split(|c: char| c.is_whitespace() || c == '(').next()
 }
 
+/// The ClickHouse writer: migrations and the batched inserts of steps, signals, runs and rollups.
 #[derive(Clone)]
 pub struct ClickHouseSink {
     client: clickhouse::Client,
@@ -368,11 +403,16 @@ pub struct ClickHouseSink {
     retention_days: u32,
 }
 
+/// Rows waiting for one insert, one vector per table.
 #[derive(Debug, Default)]
 pub struct Batch {
+    /// For `steps`.
     pub steps: Vec<StepRow>,
+    /// For `signals`.
     pub signals: Vec<SignalRow>,
+    /// For `runs`.
     pub runs: Vec<RunRow>,
+    /// For `rollups_minute`.
     pub rollups: Vec<RollupRow>,
 }
 
@@ -473,10 +513,12 @@ impl ClickHouseSink {
         }
     }
 
+    /// The checked client, for the readers' own queries.
     pub fn client(&self) -> &clickhouse::Client {
         &self.client
     }
 
+    /// The server's version string (which DDL it takes).
     pub async fn version(&self) -> Result<String, SinkError> {
         self.client
             .query("SELECT version()")

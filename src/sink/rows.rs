@@ -13,10 +13,13 @@ const ZERO_FP: [u8; 32] = [0; 32];
 /// Where a row came from: its source partition and offset (the ReplacingMergeTree version).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Origin {
+    /// The Kafka partition the step came from.
     pub partition: i32,
+    /// Its offset there.
     pub offset: i64,
 }
 
+/// A row of the `steps` table.
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
 pub struct StepRow {
     pub(crate) project_id: String,
@@ -28,9 +31,13 @@ pub struct StepRow {
     pub(crate) agent: String,
     pub(crate) caller: String,
     pub(crate) tool_name: String,
+    /// Fills `raw_fp`: keelwave's fingerprint of the raw input.
     pub raw_fp: [u8; 32],
+    /// Fills `has_raw_fp`: 1 when `raw_fp` is set.
     pub has_raw_fp: u8,
+    /// Fills `canonical_input_fp`.
     pub canonical_input_fp: [u8; 32],
+    /// Fills `canonical_output_fp`.
     pub canonical_output_fp: [u8; 32],
     pub(crate) tool_success: i8,
     pub(crate) tool_latency_ms: f64,
@@ -44,6 +51,7 @@ pub struct StepRow {
     pub(crate) signal_event_id: String,
 }
 
+/// A row of the `signals` table.
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
 pub struct SignalRow {
     pub(crate) event_id: String,
@@ -67,6 +75,7 @@ pub struct SignalRow {
     pub(crate) advice: String,
 }
 
+/// A row of the `runs` table.
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
 pub struct RunRow {
     pub(crate) project_id: String,
@@ -176,6 +185,7 @@ fn ms_of(rfc3339: &str) -> i64 {
 }
 
 impl StepRow {
+    /// The row for `step`, fingerprinted, read at `src`.
     pub fn new(step: &Step, fps: &StepFingerprints, src: Origin) -> Self {
         Self {
             project_id: step.key.project_id.clone(),

@@ -18,41 +18,60 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Why the input side (topics, consumer, changelog restore) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// The Kafka client failed.
     #[error("Kafka client error: {0}")]
     Kafka(#[from] KafkaError),
+    /// A topic could not be created.
     #[error("cannot create topic {topic}: {source}")]
     CreateTopic {
+        /// The topic.
         topic: String,
+        /// The broker's reason.
         #[source]
         source: RDKafkaErrorCode,
     },
+    /// A topic eddy needs does not exist and may not be created.
     #[error("topic {0} does not exist (set create_topics = true or create it)")]
     MissingTopic(String),
+    /// The changelog and the input topic have different partition counts.
     #[error(
         "changelog topic {changelog} has {changelog_partitions} partitions but input topic {input} has {input_partitions}: they must be co-partitioned (delete the changelog or set changelog_topic to a new name)"
     )]
     NotCoPartitioned {
+        /// The input topic.
         input: String,
+        /// Its partitions.
         input_partitions: usize,
+        /// The changelog topic.
         changelog: String,
+        /// Its partitions.
         changelog_partitions: usize,
     },
+    /// Reading a compacted topic back did not finish.
     #[error(transparent)]
     Stalled(#[from] compacted::Stalled),
+    /// A changelog record could not be read.
     #[error("changelog record at {partition}/{offset} is unreadable: {why}")]
     Changelog {
+        /// Its partition.
         partition: i32,
+        /// Its offset.
         offset: i64,
+        /// What is wrong with it.
         why: String,
     },
     /// The brokers refused the connection in a way no retry fixes (rejected credentials, a
     /// certificate that does not verify). `reason` is librdkafka's, `fix` names the settings.
     #[error("Kafka at {brokers} refused the connection: {reason}. To fix: {fix}")]
     Security {
+        /// The brokers tried.
         brokers: String,
+        /// librdkafka's reason.
         reason: String,
+        /// The settings to check.
         fix: String,
     },
 }

@@ -35,6 +35,7 @@ pub struct Restored {
     /// applied again.
     pub(crate) run_offsets: HashMap<RunKey, i64>,
     pub(crate) meta: PartitionMeta,
+    /// The runs restored, with their state.
     pub runs: Vec<(RunKey, RunState)>,
     /// Ended runs, oldest first.
     pub(crate) ended: Vec<RunKey>,

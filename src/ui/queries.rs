@@ -128,7 +128,7 @@ fn terminations_sql(w: &Window) -> String {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DetectorRow {
+pub(crate) struct DetectorRow {
     pub detector: String,
     pub(crate) signals: u64,
     pub(crate) runs: u64,
@@ -221,7 +221,7 @@ fn run_filter(project: &str, run: &str) -> String {
 /// A run's row in `runs`, written when it ended.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RunRow {
+pub(crate) struct RunRow {
     pub(crate) agent_name: String,
     pub(crate) status: String,
     pub(crate) termination_reason: String,
@@ -279,7 +279,7 @@ fn steps_sql(project: &str, run: &str) -> String {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SignalRow {
+pub(crate) struct SignalRow {
     pub(crate) kind: String,
     pub(crate) detector: String,
     pub(crate) severity: String,

@@ -2,9 +2,9 @@
 //!
 //! eddy's worker publishes signals to the output topic; this stage reads them back for the
 //! places that stop agents: `eddy ingest-http`'s verdict routes and the Rust agent guard
-//! (`crate::agent::Guard`). A consumer task ([`consumer::spawn`]) assigns itself every partition
-//! (no group, no commits: every reader sees everything) and feeds a bounded [`VerdictTable`];
-//! new signals are also broadcast to whoever streams them, and kept in a bounded [`Journal`]
+//! (`crate::agent::Guard`). A consumer task (`consumer::spawn`) assigns itself every partition
+//! (no group, no commits: every reader sees everything) and feeds a bounded `VerdictTable`;
+//! new signals are also broadcast to whoever streams them, and kept in a bounded `Journal`
 //! that a project's stream resumes from after a reconnect.
 pub(crate) mod consumer;
 pub(crate) mod table;
@@ -17,13 +17,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{broadcast, watch};
 
+/// Why the signals topic could not be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum VerdictError {
+    /// The consumer could not be created.
     #[error("cannot create the signals consumer: {0}")]
     Create(#[source] rdkafka::error::KafkaError),
+    /// The topic's partitions could not be assigned.
     #[error("cannot assign the partitions of {topic}: {source}")]
     Assign {
+        /// The signals topic.
         topic: String,
+        /// The client's error.
         #[source]
         source: rdkafka::error::KafkaError,
     },

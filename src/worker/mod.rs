@@ -28,24 +28,34 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use watchdog::Watchdog;
 
+/// Why the worker stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// The consumer or changelog failed.
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// The producer failed.
     #[error(transparent)]
     Emit(#[from] EmitError),
+    /// ClickHouse failed.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// Offsets could not be committed.
     #[error("offset commit failed: {0}")]
     Commit(#[source] rdkafka::error::KafkaError),
+    /// A restore or flush task panicked or was cancelled.
     #[error("changelog restore or flush task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    /// A partition's task ended while the partition was still assigned.
     #[error("the task of input partition {0} stopped unexpectedly")]
     TaskGone(i32),
+    /// The admin server failed.
     #[error(transparent)]
     Admin(#[from] admin::AdminError),
+    /// A panic in librdkafka's rebalance callback left the bookkeeping unusable.
     #[error("the worker's partition bookkeeping was poisoned by a panic in librdkafka's rebalance callback")]
     Poisoned,
+    /// The watchdog found the worker stuck.
     #[error(
         "watchdog: {0}. Exiting so that a restart rejoins the consumer group (watchdog_timeout_ms)"
     )]

@@ -161,14 +161,17 @@ pub(crate) struct Override {
     pub(crate) set: serde_json::Value,
 }
 
+/// Every detector's settings (`[engine.detectors]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DetectorConfig {
+    /// How steps are fingerprinted (which keys are volatile, how much is read).
     pub fingerprint: FingerprintConfig,
     pub(crate) tools: BTreeMap<String, ToolPolicy>,
     pub(crate) classes: ClassWords,
     /// Recoverable-error phrases for every tool (loopctl's "old text not found" family).
     pub(crate) recoverable_errors: Vec<String>,
+    /// keelwave's exact-repeat rule.
     pub keelwave: keelwave::KeelwaveConfig,
     pub(crate) repeat: repeat::RepeatConfig,
     pub(crate) stall: stall::StallConfig,
@@ -178,6 +181,7 @@ pub struct DetectorConfig {
     pub(crate) neardup: neardup::NearDupConfig,
     pub(crate) content: content::ContentConfig,
     pub(crate) context: context::ContextConfig,
+    /// Hard limits on a run's steps.
     pub budget: budget::BudgetConfig,
     pub(crate) policy: policy::PolicyConfig,
     pub(crate) overrides: Vec<Override>,
@@ -195,7 +199,7 @@ impl DetectorConfig {
 
     /// A step's canonical form under this configuration, for one-off use (tests, tools): the
     /// engine keeps the key sets per resolved configuration and calls
-    /// [`Canonical::compute_in`].
+    /// `Canonical::compute_in`.
     pub fn canonical<'s>(&self, step: &'s Step) -> Canonical<'s> {
         Canonical::compute_with(step, &self.fingerprint, &self.key_sets())
     }

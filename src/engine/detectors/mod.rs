@@ -1,5 +1,5 @@
-//! Detectors. Each one reads a step (through a [`StepView`] computed once per step) and the
-//! run's detector state, and reports [`Finding`]s; the policy layer ([`policy`]) combines them
+//! Detectors. Each one reads a step (through a `StepView` computed once per step) and the
+//! run's detector state, and reports `Finding`s; the policy layer (`policy`) combines them
 //! and the engine turns them into signals with deterministic ids.
 //!
 //! All state uses ordered maps only (so its records, written by `changelog::state`, and

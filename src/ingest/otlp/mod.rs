@@ -7,7 +7,7 @@
 //! become v1 events keyed by run id (the trace id). `mapping.rs` holds the rules, docs/otlp.md
 //! the table.
 //!
-//! Both transports share one core ([`Receiver::export`]): the same key check, size limits,
+//! Both transports share one core (`Receiver::export`): the same key check, size limits,
 //! mapping, acknowledgement rule and metrics. Answers are a collector's: success with an
 //! `ExportTraceServiceResponse` (its `partial_success` counts spans rejected for invalid ids),
 //! a refusal with the reason for a body that is not an export request or is too large, and a

@@ -16,6 +16,7 @@
 //! shapes also give signals their evidence), `replay`, `eval` and `local` are compiled: no Kafka,
 //! ClickHouse, HTTP or async runtime (what the in-process bindings build).
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 #[cfg(feature = "server")]
 pub mod admin;

@@ -97,9 +97,9 @@ pub struct Step {
     pub ts_ms: i64,
     /// The step's position in the run (redeliveries repeat it).
     pub step_index: u64,
-    /// What the step is (`tool_call`, `llm_call`, `steer`, ...).
+    /// What the step is (`think`, `tool_call`, `tool_result`, ..., or a guard's `steer`).
     pub step_type: String,
-    /// The model's text, for steps without a tool.
+    /// The step's text (a thought, a message, a result).
     pub content: Option<String>,
     /// The tool called, if any.
     pub tool_name: Option<String>,

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// Secret → what it grants (a project id, a user name).
-pub struct SecretTable<V> {
+pub(crate) struct SecretTable<V> {
     entries: Vec<([u8; 32], V)>,
 }
 
@@ -31,7 +31,7 @@ fn digest(secret: &str) -> [u8; 32] {
 }
 
 impl<V> SecretTable<V> {
-    pub fn new(pairs: impl IntoIterator<Item = (String, V)>) -> Self {
+    pub(crate) fn new(pairs: impl IntoIterator<Item = (String, V)>) -> Self {
         Self {
             entries: pairs
                 .into_iter()
@@ -40,16 +40,16 @@ impl<V> SecretTable<V> {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// What `secret` grants, if it is one of the table's.
-    pub fn find(&self, secret: &str) -> Option<&V> {
+    pub(crate) fn find(&self, secret: &str) -> Option<&V> {
         let d = digest(secret);
         let mut hit = None;
         for (stored, v) in &self.entries {

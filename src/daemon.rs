@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 /// When a daemon's `/readyz` turns true.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Readiness {
+pub(crate) enum Readiness {
     /// Once the admin server is up: the daemon keeps no state and depends on no server that it
     /// did not reach while starting (ingest, OTLP receiver, UI).
     AtStart,
@@ -20,7 +20,7 @@ pub enum Readiness {
 
 /// Start the admin server on `addr` (none or empty: no admin server) and return the health that
 /// it reports.
-pub async fn admin_server(
+pub(crate) async fn admin_server(
     addr: Option<&str>,
     readiness: Readiness,
 ) -> Result<Arc<Health>, AdminError> {

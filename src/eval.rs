@@ -7,8 +7,8 @@
 //! would first call the run a loop. Each events file is replayed through the engine exactly as
 //! `eddy replay` does (one partition). A run counts as *detected* when any `alert` or `stop`
 //! fired for it (strict, the product's definition); the lenient line also counts `warn`. A
-//! detection is *on time* when its first alert or stop falls from [`EARLY`] step before to
-//! [`LATE`] steps after `evident_at`: an out-of-process guard that waits longer lets the agent
+//! detection is *on time* when its first alert or stop falls from `EARLY` step before to
+//! `LATE` steps after `evident_at`: an out-of-process guard that waits longer lets the agent
 //! spend more calls than the in-process guards do.
 //!
 //! Each loop kind is scored twice, side by side: at `alert` (the first alert or stop, the
@@ -23,45 +23,55 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Why a labelled corpus could not be evaluated.
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
+    /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The operating system's reason.
         #[source]
         source: std::io::Error,
     },
+    /// A line of `labels.jsonl` is not a label.
     #[error("{path}:{line}: bad label: {why}")]
     Label {
+        /// The labels file.
         path: PathBuf,
+        /// The line, from 1.
         line: usize,
+        /// What is wrong with it.
         why: String,
     },
+    /// The corpus has no `labels.jsonl`.
     #[error("{0} has no labels.jsonl")]
     NoLabels(PathBuf),
+    /// The corpus has no event files.
     #[error("{0} has no *.jsonl event files")]
     NoEvents(PathBuf),
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-pub struct Label {
-    pub run_id: String,
-    pub looping: bool,
+pub(crate) struct Label {
+    pub(crate) run_id: String,
+    pub(crate) looping: bool,
     #[serde(default)]
-    pub kind: Option<String>,
+    pub(crate) kind: Option<String>,
     #[serde(default)]
-    pub loop_start: Option<u64>,
+    pub(crate) loop_start: Option<u64>,
     #[serde(default)]
-    pub evident_at: Option<u64>,
+    pub(crate) evident_at: Option<u64>,
 }
 
 /// How many steps before `evident_at` a first verdict still counts as on time.
-pub const EARLY: u64 = 1;
+pub(crate) const EARLY: u64 = 1;
 /// How many steps after `evident_at` a first verdict still counts as on time.
-pub const LATE: u64 = 2;
+pub(crate) const LATE: u64 = 2;
 
 /// Whether a first verdict at `caught` is on time for a loop evident at `evident`.
-pub fn on_time(caught: u64, evident: u64) -> bool {
+pub(crate) fn on_time(caught: u64, evident: u64) -> bool {
     caught + EARLY >= evident && caught <= evident + LATE
 }
 
@@ -69,21 +79,24 @@ pub fn on_time(caught: u64, evident: u64) -> bool {
 /// when the loop became evident (the denominator of the on-time rate); then the same at `stop`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KindRow {
+    /// Looping runs of this kind.
     pub runs: usize,
+    /// How many were caught.
     pub caught: usize,
+    /// How many were caught by the step the loop was evident.
     pub on_time: usize,
-    pub timed: usize,
+    pub(crate) timed: usize,
     /// Steps from `evident_at` to the first alert or stop, per caught run with a label.
-    pub alert_delays: Vec<i64>,
-    pub stopped: usize,
-    pub stop_on_time: usize,
+    pub(crate) alert_delays: Vec<i64>,
+    pub(crate) stopped: usize,
+    pub(crate) stop_on_time: usize,
     /// Steps from `evident_at` to the first stop.
-    pub stop_delays: Vec<i64>,
+    pub(crate) stop_delays: Vec<i64>,
 }
 
 impl KindRow {
     /// Median and 90th percentile (nearest rank) of the steps from onset to the first alert.
-    pub fn alert_steps(&self) -> Option<(i64, i64)> {
+    pub(crate) fn alert_steps(&self) -> Option<(i64, i64)> {
         median_p90(&self.alert_delays)
     }
 
@@ -94,7 +107,7 @@ impl KindRow {
 }
 
 /// Nearest-rank percentile `q` (0..=100) of `xs`; the median is the lower middle.
-pub fn percentile(xs: &[i64], q: usize) -> Option<i64> {
+pub(crate) fn percentile(xs: &[i64], q: usize) -> Option<i64> {
     if xs.is_empty() {
         return None;
     }
@@ -108,21 +121,28 @@ fn median_p90(xs: &[i64]) -> Option<(i64, i64)> {
     Some((percentile(xs, 50)?, percentile(xs, 90)?))
 }
 
+/// A confusion matrix over runs: looping or healthy, caught or not.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Score {
+    /// Looping runs caught.
     pub tp: usize,
+    /// Healthy runs caught.
     pub fp: usize,
-    pub fn_: usize,
+    pub(crate) fn_: usize,
+    /// Healthy runs left alone.
     pub tn: usize,
 }
 
 impl Score {
+    /// Of the runs caught, the share that loop (0 when none were caught).
     pub fn precision(&self) -> f64 {
         ratio(self.tp, self.tp + self.fp)
     }
+    /// Of the looping runs, the share caught (0 when none loop).
     pub fn recall(&self) -> f64 {
         ratio(self.tp, self.tp + self.fn_)
     }
+    /// Harmonic mean of precision and recall.
     pub fn f1(&self) -> f64 {
         let (p, r) = (self.precision(), self.recall());
         if p + r == 0.0 {
@@ -141,27 +161,30 @@ fn ratio(a: usize, b: usize) -> f64 {
     }
 }
 
+/// One detector's results.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DetectorRow {
+    /// The detector.
     pub detector: String,
     /// Runs where this detector alerted or stopped: looping / healthy.
-    pub tp: usize,
-    pub fp: usize,
+    pub(crate) tp: usize,
+    pub(crate) fp: usize,
     /// Looping runs labeled with this detector's kind, and how many of them it caught.
     pub own_kind: usize,
+    /// How many of those it caught.
     pub own_caught: usize,
-    pub mean_steps_to_detection: Option<f64>,
+    pub(crate) mean_steps_to_detection: Option<f64>,
 }
 
 impl DetectorRow {
-    pub fn precision(&self) -> f64 {
+    pub(crate) fn precision(&self) -> f64 {
         ratio(self.tp, self.tp + self.fp)
     }
     /// Recall on the runs of its own kind.
-    pub fn recall(&self) -> f64 {
+    pub(crate) fn recall(&self) -> f64 {
         ratio(self.own_caught, self.own_kind)
     }
-    pub fn f1(&self) -> f64 {
+    pub(crate) fn f1(&self) -> f64 {
         let (p, r) = (self.precision(), self.recall());
         if p + r == 0.0 {
             0.0
@@ -171,35 +194,43 @@ impl DetectorRow {
     }
 }
 
+/// What happened to one labelled run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunResult {
-    pub run_id: String,
-    pub looping: bool,
-    pub kind: String,
-    pub loop_start: Option<u64>,
-    pub evident_at: Option<u64>,
+    pub(crate) run_id: String,
+    pub(crate) looping: bool,
+    pub(crate) kind: String,
+    pub(crate) loop_start: Option<u64>,
+    pub(crate) evident_at: Option<u64>,
     /// First step at which an alert or stop fired.
-    pub caught_at: Option<u64>,
+    pub(crate) caught_at: Option<u64>,
     /// First step at which a stop fired.
-    pub stopped_at: Option<u64>,
-    pub warned: bool,
-    pub detectors: BTreeSet<String>,
-    pub reported_loop_step_index: Option<u64>,
+    pub(crate) stopped_at: Option<u64>,
+    pub(crate) warned: bool,
+    pub(crate) detectors: BTreeSet<String>,
+    pub(crate) reported_loop_step_index: Option<u64>,
 }
 
+/// The result of evaluating the engine against a labelled corpus.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalReport {
+    /// Every run's outcome.
     pub runs: Vec<RunResult>,
+    /// Looping / healthy runs with an alert or stop.
     pub pooled: Score,
     /// Looping / healthy runs with a `stop` verdict (what halts an agent by default).
     pub stopped: Score,
+    /// As `pooled`, with warnings counted as catches.
     pub lenient: Score,
+    /// Per detector.
     pub detectors: Vec<DetectorRow>,
+    /// Per scenario kind.
     pub kinds: BTreeMap<String, KindRow>,
     /// Over caught looping runs: first alert step minus the labeled loop start (min 0).
     pub mean_steps_to_detection: Option<f64>,
     /// Over caught looping runs: |reported loop_step_index − labeled loop start|.
-    pub mean_start_error: Option<f64>,
+    pub(crate) mean_start_error: Option<f64>,
+    /// Runs with events but no label (left out of the scores).
     pub unlabeled_runs: usize,
 }
 
@@ -443,6 +474,7 @@ impl EvalReport {
             .fold((0, 0), |(o, t), r| (o + r.stop_on_time, t + r.timed))
     }
 
+    /// Writes the report as a table for humans.
     pub fn print<W: Write>(&self, w: &mut W) -> std::io::Result<()> {
         let looping = self.runs.iter().filter(|r| r.looping).count();
         writeln!(

@@ -16,13 +16,14 @@
 //! shapes also give signals their evidence), `replay`, `eval` and `local` are compiled: no Kafka,
 //! ClickHouse, HTTP or async runtime (what the in-process bindings build).
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 #[cfg(feature = "server")]
 pub mod admin;
 #[cfg(feature = "server")]
 pub mod agent;
 #[cfg(feature = "server")]
-pub mod auth;
+pub(crate) mod auth;
 pub mod changelog;
 #[cfg(feature = "server")]
 pub mod config;
@@ -39,7 +40,7 @@ pub mod fleet;
 pub mod ingest;
 pub mod local;
 #[cfg(feature = "server")]
-pub mod notify;
+pub(crate) mod notify;
 #[cfg(feature = "server")]
 pub mod query;
 pub mod replay;

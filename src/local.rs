@@ -16,12 +16,16 @@ use figment::Figment;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Why the in-process engine could not be configured or fed.
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
+    /// A value is out of range or settings contradict each other.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The file or the environment could not be read or parsed.
     #[error("cannot load configuration: {0}")]
     Load(#[from] Box<figment::Error>),
+    /// An event line is not a valid event.
     #[error("{0} ({reason})", reason = .0.reason())]
     Decode(#[from] DecodeError),
 }
@@ -35,6 +39,7 @@ pub struct Local {
 }
 
 impl Local {
+    /// An engine per partition, runs spread over them as the worker would.
     pub fn new(cfg: Arc<EngineConfig>, partitions: u32) -> Self {
         let engines = (0..partitions.max(1))
             .map(|_| PartitionEngine::new(cfg.clone()).without_changelog())
@@ -52,13 +57,14 @@ impl Local {
     }
 
     /// Apply one decoded event; the output events it caused, in the engine's order.
-    pub fn apply(&mut self, ev: &Event) -> &[OutputEvent] {
+    pub(crate) fn apply(&mut self, ev: &Event) -> &[OutputEvent] {
         self.out.clear();
         let p = partition_for(&ev.key().run_id, self.engines.len() as u32) as usize;
         self.engines[p].apply(ev, &mut self.out);
         &self.out
     }
 
+    /// How many partitions runs are spread over.
     pub fn partitions(&self) -> u32 {
         self.engines.len() as u32
     }

@@ -7,19 +7,27 @@ use crate::engine::{partition_for, EngineConfig, PartitionEngine};
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
+/// Why a replay stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// The input could not be read.
     #[error("cannot read input: {0}")]
     Read(#[source] std::io::Error),
+    /// The output could not be written.
     #[error("cannot write output: {0}")]
     Write(#[source] std::io::Error),
 }
 
+/// Counts of a replay.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ReplayStats {
+    /// Input lines read.
     pub lines: u64,
+    /// Lines that decoded to events.
     pub events: u64,
+    /// Lines that did not.
     pub malformed: u64,
+    /// Output events produced.
     pub outputs: u64,
 }
 
@@ -151,6 +159,7 @@ struct SummaryRow {
 }
 
 impl SummaryTable {
+    /// Counts one output event.
     pub fn add(&mut self, o: &OutputEvent) {
         let (p, r) = match o {
             OutputEvent::LoopWarning(s) | OutputEvent::LoopDetected(s) => {
@@ -175,6 +184,7 @@ impl SummaryTable {
         }
     }
 
+    /// Writes the summary as a table for humans.
     pub fn print<W: Write>(&self, w: &mut W) -> std::io::Result<()> {
         writeln!(
             w,

@@ -14,21 +14,26 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// Why the admin server (health and metrics) could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
+    /// The address could not be bound (in use, or not ours).
     #[error("cannot bind the admin server to {addr}: {source} (set admin_addr / EDDY_ADMIN_ADDR)")]
     Bind {
+        /// The `admin_addr` tried.
         addr: String,
+        /// The operating system's reason.
         #[source]
         source: std::io::Error,
     },
+    /// `admin_addr` is not a host:port.
     #[error("invalid admin_addr `{0}`: expected host:port, e.g. 127.0.0.1:9464")]
     Addr(String),
 }
 
 /// What `/readyz` and `/livez` report. Shared between the worker and the server.
 #[derive(Default)]
-pub struct Health {
+pub(crate) struct Health {
     consuming: AtomicBool,
     clickhouse_ok: AtomicBool,
     draining: AtomicBool,
@@ -41,27 +46,27 @@ pub struct Health {
 }
 
 impl Health {
-    pub fn set_consuming(&self, v: bool) {
+    pub(crate) fn set_consuming(&self, v: bool) {
         self.consuming.store(v, Ordering::Relaxed);
     }
-    pub fn set_clickhouse_ok(&self, v: bool) {
+    pub(crate) fn set_clickhouse_ok(&self, v: bool) {
         self.clickhouse_ok.store(v, Ordering::Relaxed);
     }
-    pub fn set_draining(&self) {
+    pub(crate) fn set_draining(&self) {
         self.draining.store(true, Ordering::Relaxed);
     }
-    pub fn set_member(&self, member: bool) {
+    pub(crate) fn set_member(&self, member: bool) {
         self.not_member.store(!member, Ordering::Relaxed);
     }
-    pub fn set_restoring(&self, partitions: usize) {
+    pub(crate) fn set_restoring(&self, partitions: usize) {
         self.restoring.store(partitions, Ordering::Relaxed);
     }
-    pub fn set_stuck(&self, why: String) {
+    pub(crate) fn set_stuck(&self, why: String) {
         if let Ok(mut s) = self.stuck.lock() {
             *s = Some(why);
         }
     }
-    pub fn ready(&self) -> Result<(), String> {
+    pub(crate) fn ready(&self) -> Result<(), String> {
         if self.draining.load(Ordering::Relaxed) {
             return Err("draining: shutting down".into());
         }
@@ -83,7 +88,7 @@ impl Health {
         Ok(())
     }
     /// Err once the watchdog found the process stuck.
-    pub fn live(&self) -> Result<(), String> {
+    pub(crate) fn live(&self) -> Result<(), String> {
         match self.stuck.lock().ok().and_then(|s| s.clone()) {
             Some(why) => Err(format!("stuck: {why}")),
             None => Ok(()),
@@ -94,7 +99,7 @@ impl Health {
 static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Install the global metrics recorder once (idempotent; tests may start several workers).
-pub fn metrics_handle() -> Option<PrometheusHandle> {
+pub(crate) fn metrics_handle() -> Option<PrometheusHandle> {
     PROMETHEUS
         .get_or_init(|| {
             PrometheusBuilder::new()
@@ -112,7 +117,7 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
 }
 
 /// Bind and serve in the background; returns the bound address (port 0 picks a free one).
-pub async fn serve(addr: &str, health: Arc<Health>) -> Result<SocketAddr, AdminError> {
+pub(crate) async fn serve(addr: &str, health: Arc<Health>) -> Result<SocketAddr, AdminError> {
     let sock: SocketAddr = addr.parse().map_err(|_| AdminError::Addr(addr.into()))?;
     let listener = tokio::net::TcpListener::bind(sock)
         .await

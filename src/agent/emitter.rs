@@ -14,6 +14,8 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// Writes an agent's run events straight to the input topic (for agents that talk Kafka
+/// rather than the ingest API).
 pub struct Emitter {
     inner: crate::emit::Producer,
     topic: String,
@@ -23,6 +25,7 @@ pub struct Emitter {
 }
 
 impl Emitter {
+    /// A producer for `topic` on `brokers`, its events stamped with `project_id`.
     pub fn new(brokers: &str, topic: &str, project_id: &str) -> Result<Self, AgentError> {
         let cfg = KafkaConfig {
             brokers: brokers.to_string(),
@@ -32,7 +35,7 @@ impl Emitter {
     }
 
     /// With eddy's Kafka settings (security, `[kafka_producer]`) from a loaded configuration.
-    pub fn with_config(
+    pub(crate) fn with_config(
         cfg: &KafkaConfig,
         topic: &str,
         project_id: &str,
@@ -54,13 +57,14 @@ impl Emitter {
     }
 
     /// Hand any event to the producer as it is (its own key, time and step index).
-    pub fn send(&mut self, event: &Event) -> Result<(), AgentError> {
+    pub(crate) fn send(&mut self, event: &Event) -> Result<(), AgentError> {
         let payload = encode(event)?;
         let key = event.key().run_id.as_bytes();
         self.inner.send_raw(&self.topic, key, &payload)?;
         Ok(())
     }
 
+    /// Reports that the run began (`run_started`).
     pub fn run_started(&mut self, run_id: &str, agent_name: &str) -> Result<(), AgentError> {
         self.next_index.insert(run_id.to_string(), FIRST_STEP_INDEX);
         self.send(&Event::RunStarted(RunStarted {
@@ -84,7 +88,12 @@ impl Emitter {
     }
 
     /// Send `step` with an index of the caller's; counting goes on after it.
-    pub fn step_at(&mut self, run_id: &str, index: u64, mut step: Step) -> Result<u64, AgentError> {
+    pub(crate) fn step_at(
+        &mut self,
+        run_id: &str,
+        index: u64,
+        mut step: Step,
+    ) -> Result<u64, AgentError> {
         step.key = self.key(run_id);
         step.step_index = index;
         if step.ts_ms == 0 {
@@ -113,6 +122,7 @@ impl Emitter {
         self.step(run_id, step)
     }
 
+    /// Reports that the run ended with `status` (`run_finished`).
     pub fn run_finished(&mut self, run_id: &str, status: RunStatus) -> Result<(), AgentError> {
         self.next_index.remove(run_id);
         self.send(&Event::RunFinished(RunFinished {

@@ -44,7 +44,7 @@ impl Guard {
     }
 
     /// With eddy's Kafka connection and security settings from a loaded configuration.
-    pub fn with_config(
+    pub(crate) fn with_config(
         cfg: &KafkaConfig,
         topic: &str,
         project_id: &str,
@@ -89,7 +89,7 @@ impl Guard {
 
     /// The run's strongest signal so far, whatever its severity. Asking watches the run (a
     /// forgotten `watch` then costs only the signals that came before the first question).
-    pub fn verdict(&self, run_id: &str) -> Option<Arc<Signal>> {
+    pub(crate) fn verdict(&self, run_id: &str) -> Option<Arc<Signal>> {
         let key = self.key(run_id);
         let mut table = self.verdicts.table();
         let found = table.get(&key).map(|v| v.strongest.clone());
@@ -109,11 +109,11 @@ impl Guard {
     }
 
     /// True once the consumer holds its partitions (signals published from then on are seen).
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.verdicts.is_caught_up()
     }
 
-    /// Wait until [`Guard::is_ready`], at most `timeout`; returns whether it is.
+    /// Wait until `Guard::is_ready`, at most `timeout`; returns whether it is.
     pub async fn ready(&self, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         while !self.is_ready() {

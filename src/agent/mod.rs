@@ -27,12 +27,16 @@ mod guard;
 pub use emitter::Emitter;
 pub use guard::{Guard, LoopDetected};
 
+/// Why a guard or emitter call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
+    /// The event could not be delivered to Kafka.
     #[error(transparent)]
     Emit(#[from] crate::emit::EmitError),
+    /// The event could not be serialised.
     #[error("cannot encode the event: {0}")]
     Encode(#[from] serde_json::Error),
+    /// The signals topic could not be read.
     #[error(transparent)]
     Verdict(#[from] crate::verdict::VerdictError),
 }

@@ -14,14 +14,14 @@ use super::{RecordError, RunRecord};
 use crate::engine::RunState;
 
 /// `0xED` ("eddy"): not a byte any JSON text starts with.
-pub const MAGIC: u8 = 0xED;
-pub const VERSION: u32 = 5;
+pub(crate) const MAGIC: u8 = 0xED;
+pub(crate) const VERSION: u32 = 5;
 
-pub fn is_binary(value: &[u8]) -> bool {
+pub(crate) fn is_binary(value: &[u8]) -> bool {
     value.first() == Some(&MAGIC)
 }
 
-pub fn encode_run(offset: i64, state: Option<&RunState>) -> Vec<u8> {
+pub(crate) fn encode_run(offset: i64, state: Option<&RunState>) -> Vec<u8> {
     let mut out = vec![MAGIC, VERSION as u8];
     // Writing into a vector fails only for values MessagePack cannot represent (none of the
     // run state's: the round-trip tests cover every persisted type).
@@ -29,7 +29,7 @@ pub fn encode_run(offset: i64, state: Option<&RunState>) -> Vec<u8> {
     out
 }
 
-pub fn decode_run(value: &[u8]) -> Result<RunRecord, RecordError> {
+pub(crate) fn decode_run(value: &[u8]) -> Result<RunRecord, RecordError> {
     let [MAGIC, v, body @ ..] = value else {
         return Err(RecordError::Binary("no binary frame".into()));
     };

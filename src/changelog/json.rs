@@ -28,7 +28,7 @@ struct MetaRecord {
     meta: PartitionMeta,
 }
 
-pub fn decode_run(value: &[u8]) -> Result<RunRecord, RecordError> {
+pub(crate) fn decode_run(value: &[u8]) -> Result<RunRecord, RecordError> {
     let rec: RunRecordIn = serde_json::from_slice(value)?;
     if rec.v > VERSION {
         return Err(RecordError::Newer(rec.v));
@@ -40,7 +40,7 @@ pub fn decode_run(value: &[u8]) -> Result<RunRecord, RecordError> {
 }
 
 /// The meta record, marked with the version this eddy writes.
-pub fn encode_meta(applied_offset: i64, meta: &PartitionMeta) -> Vec<u8> {
+pub(crate) fn encode_meta(applied_offset: i64, meta: &PartitionMeta) -> Vec<u8> {
     serde_json::to_vec(&MetaRecord {
         v: VERSION,
         applied_offset,
@@ -49,7 +49,8 @@ pub fn encode_meta(applied_offset: i64, meta: &PartitionMeta) -> Vec<u8> {
     .unwrap_or_default()
 }
 
-pub fn decode_meta(value: &[u8]) -> Result<(i64, PartitionMeta), RecordError> {
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn decode_meta(value: &[u8]) -> Result<(i64, PartitionMeta), RecordError> {
     let m: MetaRecord = serde_json::from_slice(value)?;
     if m.v > VERSION {
         return Err(RecordError::Newer(m.v));

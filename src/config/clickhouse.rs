@@ -7,7 +7,9 @@ use super::ConfigError;
 pub struct ClickHouseConfig {
     /// `clickhouse_url`.
     pub url: String,
+    /// The database eddy's tables live in.
     pub database: String,
+    /// The user to authenticate as (the server's default user when unset).
     pub user: Option<String>,
     /// A secret: masked in `redacted()` and never logged.
     pub password: Option<String>,

@@ -7,46 +7,46 @@ use serde::{Deserialize, Serialize};
 pub struct FleetConfig {
     /// Topic of `fleet_alert` events (key = agent name). Kept apart from the signals topic so
     /// that readers of per-run verdicts never meet an event without a run.
-    pub alert_topic: String,
+    pub(crate) alert_topic: String,
     /// Compacted topic holding, per project, the end of the last window evaluated. Written in
     /// the same Kafka transaction as that window's alerts.
-    pub state_topic: String,
+    pub(crate) state_topic: String,
     /// Transactional id of the publisher: stable across restarts, so a new instance fences an
     /// old one (and aborts its unfinished window). Default: `eddy-fleet-watch-<database>`.
-    pub transactional_id: Option<String>,
+    pub(crate) transactional_id: Option<String>,
     /// Window length in event time (a multiple of 60: rollups are per minute).
-    pub window_seconds: u32,
+    pub(crate) window_seconds: u32,
     /// The baseline is the agent's preceding this many windows.
-    pub baseline_windows: u32,
+    pub(crate) baseline_windows: u32,
     /// A window is evaluated once the project's newest rollup minute is this far past its end,
     /// so rows of runs still open at its end (and late partitions) have arrived.
-    pub settle_seconds: u32,
+    pub(crate) settle_seconds: u32,
     /// Fewer runs than this in the current window, or in the baseline, and nothing is judged.
-    pub min_runs: u64,
+    pub(crate) min_runs: u64,
     /// Alert only when the current value is at least `ratio` × the baseline ...
-    pub ratio: f64,
+    pub(crate) ratio: f64,
     /// ... and at least this much above it: loop rate (a fraction of runs ended) ...
-    pub loop_rate_min_rise: f64,
+    pub(crate) loop_rate_min_rise: f64,
     /// ... and loop cost per run (USD spent after a run's loop was caught, per active run).
-    pub loop_cost_min_rise_usd: f64,
+    pub(crate) loop_cost_min_rise_usd: f64,
     /// ... and only when chance explains the window this poorly: the one-sided p-value of the
     /// window under the baseline (binomial for loop rate, Welch's for loop cost per run).
     /// With 40 runs a window, a steady 10 % loop rate sees 20 % about once in a hundred
     /// windows; the default asks for one in a thousand.
-    pub max_p_value: f64,
+    pub(crate) max_p_value: f64,
     /// Runs named in an alert as examples.
-    pub example_runs: usize,
+    pub(crate) example_runs: usize,
     /// `coder@2.1` is agent `coder`, version `2.1` (split at the last separator); empty: agent
     /// names carry no version.
-    pub version_separator: String,
+    pub(crate) version_separator: String,
     /// With no progress recorded yet, evaluate at most this many most recent closed windows.
-    pub backfill_windows: u32,
+    pub(crate) backfill_windows: u32,
     /// How often the daemon looks for newly closed windows.
-    pub interval_ms: u64,
+    pub(crate) interval_ms: u64,
     /// Admin server (/metrics, /livez, /readyz) of `eddy fleet-watch`; unset, none is started.
-    pub admin_addr: Option<String>,
+    pub(crate) admin_addr: Option<String>,
     /// `[fleet.notify]`: destinations (webhook, Slack, PagerDuty, Alertmanager) and retries.
-    pub notify: super::notify::NotifyConfig,
+    pub(crate) notify: super::notify::NotifyConfig,
 }
 
 impl Default for FleetConfig {
@@ -75,7 +75,7 @@ impl Default for FleetConfig {
 
 impl FleetConfig {
     /// Why this configuration cannot work, naming the setting.
-    pub fn problem(&self) -> Option<String> {
+    pub(crate) fn problem(&self) -> Option<String> {
         let finite = |x: f64| x.is_finite() && x >= 0.0;
         if self.alert_topic.trim().is_empty() || self.state_topic.trim().is_empty() {
             return Some("fleet.alert_topic and fleet.state_topic must not be empty".into());
@@ -116,7 +116,7 @@ impl FleetConfig {
         self.notify.problem()
     }
 
-    pub fn transactional_id(&self, database: &str) -> String {
+    pub(crate) fn transactional_id(&self, database: &str) -> String {
         self.transactional_id
             .clone()
             .unwrap_or_else(|| format!("eddy-fleet-watch-{database}"))
@@ -124,7 +124,7 @@ impl FleetConfig {
 
     /// The notifier's own producer: it commits each delivery's progress (and dead letter)
     /// apart from the evaluator's windows, and is fenced with it by a second instance.
-    pub fn notify_transactional_id(&self, database: &str) -> String {
+    pub(crate) fn notify_transactional_id(&self, database: &str) -> String {
         format!("{}.notify", self.transactional_id(database))
     }
 }

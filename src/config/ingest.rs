@@ -6,24 +6,24 @@ use std::collections::BTreeMap;
 #[derive(Clone, PartialEq)]
 pub struct IngestConfig {
     /// `ingest_addr`: `eddy ingest-http` (keelwave-compatible ingest API) listens here.
-    pub addr: String,
+    pub(crate) addr: String,
     /// `ingest_api_keys`: API keys (`kw_...`) → project id, for `ingest-http` and
     /// `ingest-otlp`. The keys are secrets: never logged, masked in `redacted()`.
-    pub api_keys: BTreeMap<String, String>,
+    pub(crate) api_keys: BTreeMap<String, String>,
     /// `ingest_admin_addr`: `eddy ingest-http`'s admin server (/metrics, /livez, /readyz);
     /// unset, none is started (`admin_addr` is the worker's, which may run on the same host).
-    pub admin_addr: Option<String>,
+    pub(crate) admin_addr: Option<String>,
     /// `eddy ingest-otlp`'s OTLP/HTTP traces receiver (`POST /v1/traces`) listens here; empty:
     /// no OTLP/HTTP.
-    pub otlp_addr: String,
+    pub(crate) otlp_addr: String,
     /// `eddy ingest-otlp`'s OTLP/gRPC traces receiver (`TraceService/Export`) listens here;
     /// empty: no OTLP/gRPC.
-    pub otlp_grpc_addr: String,
+    pub(crate) otlp_grpc_addr: String,
     /// `eddy ingest-otlp`: the project of spans whose resource has no `eddy.project.id` (when
     /// `ingest_api_keys` is set, the key names the project instead).
-    pub otlp_default_project: String,
+    pub(crate) otlp_default_project: String,
     /// `eddy ingest-otlp`'s admin server (/metrics, /livez, /readyz); unset, none is started.
-    pub otlp_admin_addr: Option<String>,
+    pub(crate) otlp_admin_addr: Option<String>,
 }
 
 impl Default for IngestConfig {
@@ -44,23 +44,23 @@ impl Default for IngestConfig {
 #[derive(Clone, PartialEq)]
 pub struct UiConfig {
     /// `ui_addr`: `eddy ui` (the read-only loop explorer over ClickHouse) listens here.
-    pub addr: String,
+    pub(crate) addr: String,
     /// `ui_tokens`: bearer tokens → user name. A request carrying one (`Authorization: Bearer`,
     /// or as the password of HTTP Basic, which is how a browser asks) is let in. Secrets:
     /// never logged, masked in `redacted()`; written like `ingest_api_keys` (see `secrets`).
-    pub tokens: BTreeMap<String, String>,
+    pub(crate) tokens: BTreeMap<String, String>,
     /// `ui_trusted_proxies`: addresses or CIDR blocks of an authenticating reverse proxy
     /// (oauth2-proxy, an ingress with auth). Only a request whose TCP peer is one of them may
     /// name its user in `ui_proxy_user_header`.
-    pub trusted_proxies: Vec<String>,
+    pub(crate) trusted_proxies: Vec<String>,
     /// `ui_proxy_user_header`: the header such a proxy puts the signed-in user in.
-    pub proxy_user_header: String,
+    pub(crate) proxy_user_header: String,
     /// `ui_insecure_open`: serve every page to anyone who can reach `ui_addr`. Off unless set:
     /// without tokens or a trusted proxy, `eddy ui` refuses to start.
     pub insecure_open: bool,
     /// `ui_admin_addr`: `eddy ui`'s admin server (/metrics, /livez, /readyz), never behind
     /// the UI's authentication; unset, none is started.
-    pub admin_addr: Option<String>,
+    pub(crate) admin_addr: Option<String>,
 }
 
 impl Default for UiConfig {
@@ -77,11 +77,11 @@ impl Default for UiConfig {
 }
 
 /// The shortest token accepted: 16 characters, e.g. 96 random bits in base64.
-pub const MIN_UI_TOKEN_CHARS: usize = 16;
+pub(crate) const MIN_UI_TOKEN_CHARS: usize = 16;
 
 impl UiConfig {
     /// The trusted proxies as networks (a plain address is a /32 or /128).
-    pub fn proxy_networks(&self) -> Result<Vec<ipnet::IpNet>, String> {
+    pub(crate) fn proxy_networks(&self) -> Result<Vec<ipnet::IpNet>, String> {
         self.trusted_proxies
             .iter()
             .map(|p| {
@@ -99,7 +99,7 @@ impl UiConfig {
     }
 
     /// True when some way of authenticating requests is configured.
-    pub fn has_auth(&self) -> bool {
+    pub(crate) fn has_auth(&self) -> bool {
         !self.tokens.is_empty() || !self.trusted_proxies.is_empty()
     }
 

@@ -24,7 +24,7 @@ pub enum Delivery {
 /// forgotten it waits `metadata.recovery.rebootstrap.trigger.ms`, five minutes by default,
 /// before it looks again: five minutes in which a worker consumes nothing. Every client eddy
 /// makes takes this unless its table sets the property.
-pub const REBOOTSTRAP: (&str, &str) = ("metadata.recovery.rebootstrap.trigger.ms", "10000");
+pub(crate) const REBOOTSTRAP: (&str, &str) = ("metadata.recovery.rebootstrap.trigger.ms", "10000");
 
 /// No `Debug`: it holds the SASL password (print [`super::Config::redacted`] instead).
 #[derive(Clone, PartialEq)]
@@ -35,7 +35,7 @@ pub struct KafkaConfig {
     pub session_timeout_ms: u32,
     /// `kafka_consumer` / `kafka_producer`: raw librdkafka properties passed through to the
     /// consumer / producer.
-    pub consumer: BTreeMap<String, String>,
+    pub(crate) consumer: BTreeMap<String, String>,
     pub producer: BTreeMap<String, String>,
     /// `kafka_security_protocol`, `kafka_sasl_*`, `kafka_ssl_ca_location`: Kafka security for
     /// every client (consumer, producer, topic admin, changelog restore), as top-level keys so
@@ -52,8 +52,8 @@ pub struct KafkaConfig {
     pub delivery: Delivery,
     /// Transactional id for `exactly_once`; must be unique per worker process and stable across
     /// its restarts (e.g. the pod name). Default: `<group_id>-<hostname>-<pid>`.
-    pub transactional_id: Option<String>,
-    pub transaction_timeout_ms: u32,
+    pub(crate) transactional_id: Option<String>,
+    pub(crate) transaction_timeout_ms: u32,
     /// A dead letter carries at most this many bytes of the original payload (and 1 KiB of its
     /// key); a longer one is cut and marked `eddy.truncated=true` with `eddy.original_size` and
     /// `eddy.original_sha256`. The default fits librdkafka's and the broker's 1 MB defaults;
@@ -72,14 +72,14 @@ pub struct TopicsConfig {
     pub dlq: String,
     /// `changelog_topic`: compacted state changelog, co-partitioned with the input. Default:
     /// `<group_id>.changelog` (see [`KafkaConfig::changelog_topic`]).
-    pub changelog: Option<String>,
+    pub(crate) changelog: Option<String>,
     /// `create_topics`: create missing topics (input, output, dead-letter, changelog) with
     /// `topic_partitions` partitions.
-    pub create: bool,
+    pub(crate) create: bool,
     pub partitions: i32,
     /// `topic_replication`: replication factor of the topics eddy creates. Unset: the broker's
     /// own `default.replication.factor` (Kafka >= 2.4), so a cluster's policy applies.
-    pub replication: Option<i32>,
+    pub(crate) replication: Option<i32>,
     /// `topic_max_message_bytes`: topic-level `max.message.bytes` for the input and dead-letter
     /// topics eddy creates (unset: the broker's default, about 1 MB). Existing topics are not
     /// altered.
@@ -124,7 +124,7 @@ impl Default for TopicsConfig {
 }
 
 impl KafkaConfig {
-    pub fn transactional_id(&self) -> String {
+    pub(crate) fn transactional_id(&self) -> String {
         self.transactional_id.clone().unwrap_or_else(|| {
             let host = std::fs::read_to_string("/etc/hostname")
                 .map(|h| h.trim().to_string())
@@ -161,7 +161,7 @@ impl KafkaConfig {
 
     /// The librdkafka properties set by the top-level Kafka security keys; every client applies
     /// them after its own table, so they win over `[kafka_consumer]` / `[kafka_producer]`.
-    pub fn security_props(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn security_props(&self) -> Vec<(&'static str, String)> {
         [
             ("security.protocol", &self.security_protocol),
             ("sasl.mechanism", &self.sasl_mechanism),
@@ -177,7 +177,7 @@ impl KafkaConfig {
 
     /// The properties the consumer (`[kafka_consumer]`) or producer (`[kafka_producer]`) gets
     /// on top of eddy's own settings: its table, then the top-level security keys.
-    pub fn props_for(&self, table: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    pub(crate) fn props_for(&self, table: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         let mut m = table.clone();
         let (k, v) = REBOOTSTRAP;
         m.entry(k.to_string()).or_insert_with(|| v.to_string());

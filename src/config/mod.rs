@@ -5,42 +5,46 @@
 //!
 //! librdkafka property names contain dots, which env names cannot carry, so the Kafka security
 //! settings also exist as top-level keys (`kafka_sasl_password` ↔ `EDDY_KAFKA_SASL_PASSWORD`,
-//! see [`KafkaConfig::security_props`]); they reach every Kafka client eddy creates.
+//! see `KafkaConfig::security_props`); they reach every Kafka client eddy creates.
 //!
-//! Users write one flat table ([`flat`]); the code sees it split into one section per layer
+//! Users write one flat table (`flat`); the code sees it split into one section per layer
 //! ([`Config`]), and each layer is handed only the sections it uses.
 mod clickhouse;
 mod flat;
 mod fleet;
 mod ingest;
 mod kafka;
-pub mod notify;
-pub mod secrets;
+pub(crate) mod notify;
+pub(crate) mod secrets;
 mod worker;
 
 pub use clickhouse::ClickHouseConfig;
-pub use ingest::{IngestConfig, UiConfig, MIN_UI_TOKEN_CHARS};
-pub use kafka::{Delivery, KafkaConfig, TopicsConfig};
-pub use worker::WorkerConfig;
+pub(crate) use ingest::{IngestConfig, UiConfig};
+pub use kafka::Delivery;
+pub(crate) use kafka::{KafkaConfig, TopicsConfig};
+pub(crate) use worker::WorkerConfig;
 
 use crate::engine::EngineConfig;
 use crate::verdict::VerdictConfig;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
-pub use fleet::FleetConfig;
+pub(crate) use fleet::FleetConfig;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// Why the configuration could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// Loaded, but a value is out of range or settings contradict each other.
     #[error("invalid configuration: {0}")]
     Invalid(String),
+    /// The file or the environment could not be read or parsed.
     #[error("cannot load configuration: {0}")]
     Load(#[from] Box<figment::Error>),
 }
 
 /// Everything eddy can be configured with, by the layer that uses it. Read and printed as the
-/// flat table users write (see [`flat`]).
+/// flat table users write (see `flat`).
 #[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(from = "flat::Flat", into = "flat::Flat")]
 pub struct Config {

@@ -10,18 +10,18 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct NotifyConfig {
+pub(crate) struct NotifyConfig {
     /// Alerts a destination could not take (it kept failing, or refused them) land here, with
     /// the destination and the reason.
-    pub dlq_topic: String,
+    pub(crate) dlq_topic: String,
     /// Tries per alert and destination before it is dead-lettered.
-    pub max_attempts: u32,
+    pub(crate) max_attempts: u32,
     /// The first retry's delay; each next one doubles, up to `backoff_max_ms`.
-    pub backoff_ms: u64,
-    pub backoff_max_ms: u64,
+    pub(crate) backoff_ms: u64,
+    pub(crate) backoff_max_ms: u64,
     /// One request's deadline.
-    pub timeout_ms: u64,
-    pub destinations: BTreeMap<String, Destination>,
+    pub(crate) timeout_ms: u64,
+    pub(crate) destinations: BTreeMap<String, Destination>,
 }
 
 impl Default for NotifyConfig {
@@ -40,7 +40,7 @@ impl Default for NotifyConfig {
 /// One destination, by `kind`. No `Debug`: it holds secrets.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Destination {
+pub(crate) enum Destination {
     /// A JSON POST of the event itself, signed with HMAC-SHA256 (`X-Eddy-Signature`).
     Webhook { url: String, secret: String },
     /// A Slack incoming webhook; the URL is the secret.
@@ -87,10 +87,10 @@ fn alertmanager_hold() -> u64 {
 }
 
 /// The shortest webhook signing secret accepted (e.g. `openssl rand -hex 32` gives 64).
-pub const MIN_WEBHOOK_SECRET_CHARS: usize = 16;
+pub(crate) const MIN_WEBHOOK_SECRET_CHARS: usize = 16;
 
 impl Destination {
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Destination::Webhook { .. } => "webhook",
             Destination::Slack { .. } => "slack",
@@ -155,7 +155,7 @@ impl Destination {
 
     /// The settings as `eddy config check` shows them: secrets masked, and of a URL only
     /// where it points (its path and query may be the secret, as Slack's are).
-    pub fn redacted(&self) -> serde_json::Value {
+    pub(crate) fn redacted(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
         if let Some(m) = v.as_object_mut() {
             for (k, val) in m.iter_mut() {
@@ -202,7 +202,7 @@ fn is_destination_name(n: &str) -> bool {
 
 /// Destination fields that are text: from the environment they are taken verbatim (figment
 /// would read a routing key `0123` as the number 123).
-pub fn text_fields() -> &'static [&'static str] {
+pub(crate) fn text_fields() -> &'static [&'static str] {
     &[
         "kind",
         "url",
@@ -215,7 +215,7 @@ pub fn text_fields() -> &'static [&'static str] {
 
 impl NotifyConfig {
     /// Why this cannot work, naming the setting.
-    pub fn problem(&self) -> Option<String> {
+    pub(crate) fn problem(&self) -> Option<String> {
         if self.max_attempts == 0 {
             return Some("fleet.notify.max_attempts must be at least 1".into());
         }
@@ -245,7 +245,7 @@ impl NotifyConfig {
     }
 
     /// For `eddy config check`: every destination with its secrets masked.
-    pub fn redacted(&self) -> serde_json::Value {
+    pub(crate) fn redacted(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
         v["destinations"] = self
             .destinations

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// Parse `secret=name` entries (commas or newlines between them).
-pub fn parse_table(text: &str) -> Result<BTreeMap<String, String>, String> {
+pub(crate) fn parse_table(text: &str) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     let entries = text
         .split([',', '\n', '\r'])
@@ -44,7 +44,7 @@ pub fn parse_table(text: &str) -> Result<BTreeMap<String, String>, String> {
 }
 
 /// A secret table from a TOML table or from `secret=name,...` text.
-pub fn table<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+pub(crate) fn table<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
     struct V;
     impl<'de> Visitor<'de> for V {
         type Value = BTreeMap<String, String>;
@@ -66,7 +66,7 @@ pub fn table<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>
 }
 
 /// A list of strings from a TOML array or from comma-separated text.
-pub fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+pub(crate) fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     struct V;
     impl<'de> Visitor<'de> for V {
         type Value = Vec<String>;
@@ -99,7 +99,7 @@ pub fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
 
 /// The JSON form of a secret table with the secrets replaced by their position, for
 /// `eddy config check` and logs: `{"***1": "proj-a"}` shows the names and how many there are.
-pub fn masked(table: serde_json::Value) -> serde_json::Value {
+pub(crate) fn masked(table: serde_json::Value) -> serde_json::Value {
     match table {
         serde_json::Value::Object(m) => serde_json::Value::Object(
             m.into_iter()

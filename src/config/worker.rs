@@ -5,11 +5,11 @@ use super::ConfigError;
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerConfig {
     /// Admin HTTP server (/metrics, /livez, /readyz). Loopback by default; in a pod, 0.0.0.0.
-    pub admin_addr: String,
+    pub(crate) admin_addr: String,
     /// Apply pending ClickHouse migrations when `eddy run` starts. Turn it off when eddy's
     /// ClickHouse account may not run DDL: an administrator runs `eddy migrate` (or applies
     /// `eddy migrate --print`) instead, and the worker checks that the tables are there.
-    pub migrate_on_start: bool,
+    pub(crate) migrate_on_start: bool,
     /// A flush (ClickHouse insert → output delivery → changelog → offset commit) happens when a
     /// batch holds this many input messages, or `flush_interval_ms` after its first message.
     /// One flush runs at a time beside processing; reading pauses while a full batch waits for
@@ -25,22 +25,22 @@ pub struct WorkerConfig {
     /// it did for them (so the next owner starts exactly there), waiting at most this long; past
     /// it they are dropped uncommitted and the next owner redoes that batch. Keep it well below
     /// `max.poll.interval.ms` (librdkafka's rebalance timeout, 300 s by default).
-    pub revoke_drain_ms: u64,
+    pub(crate) revoke_drain_ms: u64,
     /// The longest any single wait of a flush may take: a ClickHouse insert attempt (then it
     /// is tried again), the brokers' acknowledgement of outputs and changelog records, the
     /// offset commit's answer, each transaction call. A Kafka wait that misses it fails the
     /// flush, and the worker aborts the transaction (exactly_once) and redoes the batch from
     /// the last commit, consuming on meanwhile. Keep it below `transaction_timeout_ms`.
-    pub flush_timeout_ms: u64,
+    pub(crate) flush_timeout_ms: u64,
     /// A worker that holds no partition, or holds partitions but receives nothing, while its
     /// input has lag that no member works off, exits non-zero after this long (and `/livez`
     /// says why), so that its restart rejoins the group. Waiting for a full batch's flush or
     /// for ClickHouse never counts. 0 turns the watchdog off.
-    pub watchdog_timeout_ms: u64,
+    pub(crate) watchdog_timeout_ms: u64,
     /// Print a progress line every this many seconds (0 = never).
     pub progress_interval_s: u64,
     /// Input messages larger than this are dead-lettered (`too_large`) without being parsed.
-    pub max_message_bytes: usize,
+    pub(crate) max_message_bytes: usize,
 }
 
 impl Default for WorkerConfig {

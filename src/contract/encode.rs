@@ -10,58 +10,58 @@ use serde_json::value::RawValue;
 /// its text: the one writer of that shape, for [`encode`] and for the ingest bridge, which
 /// builds it from keelwave's requests (their raw JSON kept byte for byte).
 #[derive(Serialize, Default)]
-pub struct WireEvent<'a> {
-    pub v: u8,
-    pub kind: &'static str,
-    pub project_id: &'a str,
-    pub run_id: &'a str,
-    pub ts: String,
+pub(crate) struct WireEvent<'a> {
+    pub(crate) v: u8,
+    pub(crate) kind: &'static str,
+    pub(crate) project_id: &'a str,
+    pub(crate) run_id: &'a str,
+    pub(crate) ts: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent_name: Option<&'a str>,
+    pub(crate) agent_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub input: Option<&'a str>,
+    pub(crate) input: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub step_index: Option<u64>,
+    pub(crate) step_index: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub step_type: Option<&'a str>,
+    pub(crate) step_type: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<&'a str>,
+    pub(crate) content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_name: Option<&'a str>,
+    pub(crate) tool_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_input: Option<&'a RawValue>,
+    pub(crate) tool_input: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_output: Option<&'a RawValue>,
+    pub(crate) tool_output: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_success: Option<bool>,
+    pub(crate) tool_success: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_latency_ms: Option<f64>,
+    pub(crate) tool_latency_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<u64>,
+    pub(crate) tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
+    pub(crate) cost_usd: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens_in_context: Option<u64>,
+    pub(crate) tokens_in_context: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent: Option<&'a str>,
+    pub(crate) agent: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub caller: Option<&'a str>,
+    pub(crate) caller: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal_event_id: Option<&'a str>,
+    pub(crate) signal_event_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<RunStatus>,
+    pub(crate) status: Option<RunStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub termination_reason: Option<TerminationReason>,
+    pub(crate) termination_reason: Option<TerminationReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub output: Option<&'a str>,
+    pub(crate) output: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reported_loop_detected: Option<bool>,
+    pub(crate) reported_loop_detected: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reported_loop_step_index: Option<u64>,
+    pub(crate) reported_loop_step_index: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reported_totals: Option<&'a ReportedTotals>,
+    pub(crate) reported_totals: Option<&'a ReportedTotals>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<&'a RawValue>,
+    pub(crate) metadata: Option<&'a RawValue>,
 }
 
 fn raw(t: Option<&super::JsonText>) -> Result<Option<&RawValue>, serde_json::Error> {
@@ -70,7 +70,7 @@ fn raw(t: Option<&super::JsonText>) -> Result<Option<&RawValue>, serde_json::Err
 }
 
 /// The v1 JSON of `event` (one Kafka message; its key is the run id).
-pub fn encode(event: &Event) -> Result<Vec<u8>, serde_json::Error> {
+pub(crate) fn encode(event: &Event) -> Result<Vec<u8>, serde_json::Error> {
     serde_json::to_vec(&wire(event)?)
 }
 

@@ -13,10 +13,10 @@ use super::limits::MAX_DEPTH;
 /// between the quotes; for a raw field, the whole value exactly as it appeared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Span {
-    pub start: u32,
-    pub end: u32,
+    pub(crate) start: u32,
+    pub(crate) end: u32,
     /// The text contains at least one backslash escape (strings only).
-    pub escaped: bool,
+    pub(crate) escaped: bool,
 }
 
 // The wire fields: the first `N_STR` are string-typed (`Option<String>` on the wire), the rest

@@ -1,6 +1,6 @@
 //! The worker's writes to Kafka (output events, dead letters and the state changelog, in one
 //! transaction in `exactly_once`), and the producer set-up every writer of eddy starts from
-//! ([`producer_config`]; fleet-watch's alert and state records, the ingest bridges' events).
+//! (`producer_config`; fleet-watch's alert and state records, the ingest bridges' events).
 //!
 //! Sends are fire-and-collect: a record is handed to librdkafka at once (signals go out as soon
 //! as they are detected) and its delivery future is kept; a flush awaits them all before the
@@ -15,18 +15,25 @@ use rdkafka::producer::Producer as _;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use std::time::Duration;
 
+/// Why output could not be produced to Kafka.
 #[derive(Debug, thiserror::Error)]
 pub enum EmitError {
+    /// The producer could not be created (bad settings).
     #[error("cannot create Kafka producer: {0}")]
     Create(#[source] KafkaError),
+    /// A record was not delivered.
     #[error("delivery to {topic} failed: {source}")]
     Delivery {
+        /// The topic it was for.
         topic: String,
+        /// The broker's or client's reason.
         #[source]
         source: KafkaError,
     },
+    /// The delivery was cancelled before an answer came (the topic named).
     #[error("delivery to {0} was cancelled (producer dropped)")]
     Cancelled(String),
+    /// An event could not be serialised.
     #[error("cannot serialise output event: {0}")]
     Serialise(#[from] serde_json::Error),
     /// The transaction must be aborted and processing rewound to the last commit.
@@ -37,7 +44,12 @@ pub enum EmitError {
     Fatal(#[source] KafkaError),
     /// The broker did not acknowledge everything sent within the flush's deadline.
     #[error("{pending} record(s) not acknowledged by the broker within {waited_ms} ms (flush_timeout_ms)")]
-    Timeout { pending: usize, waited_ms: u64 },
+    Timeout {
+        /// Records still unacknowledged.
+        pending: usize,
+        /// How long the flush waited.
+        waited_ms: u64,
+    },
 }
 
 impl EmitError {
@@ -45,7 +57,7 @@ impl EmitError {
     /// was slow or away (a timeout, a transport failure, a leader moving), or the transaction
     /// must be aborted. Not a record the broker refuses for what it is (too large, not
     /// authorised), which would fail the same way forever.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             EmitError::Abortable(_) | EmitError::Timeout { .. } => true,
             EmitError::Delivery { source, .. } => source
@@ -57,7 +69,7 @@ impl EmitError {
 
     /// Another process took over this worker's transactional id (or may not use it): this one
     /// must stop, not retry.
-    pub fn is_fenced(&self) -> bool {
+    pub(crate) fn is_fenced(&self) -> bool {
         use RDKafkaErrorCode as C;
         let code = match self {
             EmitError::Fatal(e) | EmitError::Abortable(e) => match e {
@@ -77,7 +89,7 @@ impl EmitError {
     /// The producer is unusable (librdkafka raised a fatal error: after a broker lost the
     /// transaction's state, say) but nobody fenced it: a new producer with the same
     /// transactional id takes over, aborting whatever the old one left open.
-    pub fn needs_new_producer(&self) -> bool {
+    pub(crate) fn needs_new_producer(&self) -> bool {
         match self {
             EmitError::Fatal(_) => !self.is_fenced(),
             EmitError::Delivery { source, .. } => {
@@ -127,7 +139,7 @@ fn transient_delivery_error(code: RDKafkaErrorCode) -> bool {
 
 /// Run a call that may block the thread for a while (librdkafka's transaction calls, waiting
 /// for room in the producer queue) without stalling the other tasks of the runtime's thread.
-pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)
@@ -136,6 +148,7 @@ pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
+/// eddy's Kafka producer: signals, dead letters and changelog records, transactional or not.
 pub struct Producer {
     producer: FutureProducer,
     pending: Vec<(String, DeliveryFuture)>,
@@ -163,30 +176,30 @@ struct Deferred {
 /// What a fork sent (or held back) since it was last emptied: handed to the emitter that flushes
 /// and commits.
 #[derive(Default)]
-pub struct Outbox {
+pub(crate) struct Outbox {
     pending: Vec<(String, DeliveryFuture)>,
     deferred: Vec<Deferred>,
 }
 
 /// Most key bytes a dead letter carries.
-pub const DLQ_MAX_KEY_BYTES: usize = 1024;
+pub(crate) const DLQ_MAX_KEY_BYTES: usize = 1024;
 
 /// Dead-letter record headers: the reason is machine-readable, the rest says where it came from.
-pub struct DeadLetter<'a> {
-    pub payload: Option<&'a [u8]>,
-    pub key: Option<&'a [u8]>,
-    pub reason: &'a str,
-    pub detail: &'a str,
-    pub topic: &'a str,
-    pub partition: i32,
-    pub offset: i64,
+pub(crate) struct DeadLetter<'a> {
+    pub(crate) payload: Option<&'a [u8]>,
+    pub(crate) key: Option<&'a [u8]>,
+    pub(crate) reason: &'a str,
+    pub(crate) detail: &'a str,
+    pub(crate) topic: &'a str,
+    pub(crate) partition: i32,
+    pub(crate) offset: i64,
 }
 
 /// The properties every producer of eddy starts from (the worker's, the ingest bridges', the
 /// simulator's, fleet-watch's two): idempotent, acknowledged by every in-sync replica, keys
 /// partitioned as Kafka's Java clients do (murmur2, so they land where replay expects), then
 /// `own` (the caller's tuning), then the operator's `[kafka.producer]` properties.
-pub fn producer_config(kafka: &KafkaConfig, own: &[(&str, &str)]) -> ClientConfig {
+pub(crate) fn producer_config(kafka: &KafkaConfig, own: &[(&str, &str)]) -> ClientConfig {
     let mut cc = ClientConfig::new();
     cc.set("bootstrap.servers", &kafka.brokers)
         .set("enable.idempotence", "true")
@@ -203,7 +216,7 @@ pub fn producer_config(kafka: &KafkaConfig, own: &[(&str, &str)]) -> ClientConfi
 
 /// Make `cc` transactional under `id`: a transaction open longer than `timeout_ms` is aborted
 /// by the broker, and a record not delivered a second before that fails in the producer first.
-pub fn set_transactional(cc: &mut ClientConfig, id: &str, timeout_ms: u32) {
+pub(crate) fn set_transactional(cc: &mut ClientConfig, id: &str, timeout_ms: u32) {
     cc.set("transactional.id", id)
         .set("transaction.timeout.ms", timeout_ms.to_string())
         .set(
@@ -213,7 +226,7 @@ pub fn set_transactional(cc: &mut ClientConfig, id: &str, timeout_ms: u32) {
 }
 
 impl Producer {
-    pub fn new(cfg: &KafkaConfig) -> Result<Self, EmitError> {
+    pub(crate) fn new(cfg: &KafkaConfig) -> Result<Self, EmitError> {
         let mut cc = producer_config(
             cfg,
             &[
@@ -256,7 +269,7 @@ impl Producer {
     /// An emitter for a partition task, on the same producer. In at_least_once it sends at once
     /// (signals go out as soon as they are detected) and keeps its own delivery futures; in
     /// exactly_once it holds records back for the coordinator's transaction.
-    pub fn fork(&self) -> Producer {
+    pub(crate) fn fork(&self) -> Producer {
         Producer {
             producer: self.producer.clone(),
             pending: Vec::new(),
@@ -270,7 +283,7 @@ impl Producer {
     }
 
     /// Everything sent or held back since the last call.
-    pub fn take_outbox(&mut self) -> Outbox {
+    pub(crate) fn take_outbox(&mut self) -> Outbox {
         Outbox {
             pending: std::mem::take(&mut self.pending),
             deferred: std::mem::take(&mut self.deferred),
@@ -279,7 +292,7 @@ impl Producer {
 
     /// Take over a fork's outbox: its deliveries are awaited by this emitter's `flush`, its held
     /// back records are sent now (inside the open transaction in exactly_once).
-    pub fn absorb(&mut self, outbox: Outbox) -> Result<(), EmitError> {
+    pub(crate) fn absorb(&mut self, outbox: Outbox) -> Result<(), EmitError> {
         self.pending.extend(outbox.pending);
         for d in outbox.deferred {
             self.send(
@@ -293,7 +306,7 @@ impl Producer {
         Ok(())
     }
 
-    pub fn is_transactional(&self) -> bool {
+    pub(crate) fn is_transactional(&self) -> bool {
         self.transactional
     }
 
@@ -310,7 +323,7 @@ impl Producer {
     /// Commit the open transaction together with the consumer offsets in `offsets`, waiting
     /// at most `timeout` for each of the two calls (a timeout is abortable: the caller aborts
     /// and redoes the batch).
-    pub fn commit_transaction<
+    pub(crate) fn commit_transaction<
         C: rdkafka::consumer::Consumer<X>,
         X: rdkafka::consumer::ConsumerContext,
     >(
@@ -340,7 +353,7 @@ impl Producer {
 
     /// Abort the open transaction (after an abortable error), waiting at most `timeout`. A
     /// timed-out abort is retriable (call again); any other failure is fatal.
-    pub fn abort_transaction(&mut self, timeout: Duration) -> Result<(), EmitError> {
+    pub(crate) fn abort_transaction(&mut self, timeout: Duration) -> Result<(), EmitError> {
         self.pending.clear();
         self.deferred.clear();
         if self.transactional && self.in_txn {
@@ -357,6 +370,7 @@ impl Producer {
         Ok(())
     }
 
+    /// The underlying producer, for callers that send what this type has no method for.
     pub fn producer(&self) -> &FutureProducer {
         &self.producer
     }
@@ -417,7 +431,7 @@ impl Producer {
         }
     }
 
-    pub fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError> {
+    pub(crate) fn send_output(&mut self, topic: &str, o: &OutputEvent) -> Result<(), EmitError> {
         let payload = serde_json::to_vec(o)?;
         self.send(
             topic,
@@ -428,7 +442,7 @@ impl Producer {
         )
     }
 
-    pub fn send_dead_letter(
+    pub(crate) fn send_dead_letter(
         &mut self,
         dlq_topic: &str,
         d: &DeadLetter<'_>,
@@ -508,7 +522,7 @@ impl Producer {
     /// Wait until every record sent so far is acknowledged by the broker, for at most
     /// `deadline`. Past it the records are left to librdkafka (they may still be delivered)
     /// and the caller redoes the batch from its last commit.
-    pub async fn acknowledged(&mut self, deadline: Duration) -> Result<usize, EmitError> {
+    pub(crate) async fn acknowledged(&mut self, deadline: Duration) -> Result<usize, EmitError> {
         self.wait_acks(Some(deadline)).await
     }
 

@@ -13,16 +13,16 @@ use std::fmt::Write;
 const QUOTE_BYTES: usize = 160;
 
 /// What the message is built from: a finding's public fields.
-pub struct Facts<'a> {
-    pub detector: &'a str,
-    pub pattern: &'a str,
-    pub hits: u32,
-    pub first_step_index: u64,
-    pub evidence: &'a Value,
+pub(crate) struct Facts<'a> {
+    pub(crate) detector: &'a str,
+    pub(crate) pattern: &'a str,
+    pub(crate) hits: u32,
+    pub(crate) first_step_index: u64,
+    pub(crate) evidence: &'a Value,
 }
 
 /// The message for one finding: two or three sentences, plain text.
-pub fn advice(f: &Facts<'_>) -> String {
+pub(crate) fn advice(f: &Facts<'_>) -> String {
     let ev = f.evidence;
     let text = |k: &str| ev.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
     let num = |k: &str| ev.get(k).and_then(Value::as_u64);

@@ -2,6 +2,7 @@
 use super::detectors::DetectorConfig;
 use serde::{Deserialize, Serialize};
 
+/// The engine's settings (`[engine]`): memory bounds, time rules and the detectors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EngineConfig {
@@ -22,7 +23,9 @@ pub struct EngineConfig {
     /// event is still processed), unless `watermark_jump_quorum` distinct runs report such a
     /// jump; then the watermark moves to the earliest of their times. 0 = no guard.
     pub max_future_skew_ms: i64,
+    /// How many distinct runs must jump past `max_future_skew_ms` before the watermark follows.
     pub watermark_jump_quorum: usize,
+    /// The detectors' settings.
     pub detectors: DetectorConfig,
 }
 

@@ -10,7 +10,7 @@ use serde_json::Number;
 use std::borrow::Cow;
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Json<'a> {
+pub(crate) enum Json<'a> {
     Null,
     Bool(bool),
     Number(Number),
@@ -22,12 +22,12 @@ pub enum Json<'a> {
 /// An object's entries, sorted by key (byte order, which for UTF-8 is code point order), each
 /// key once.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Object<'a>(Vec<(Cow<'a, str>, Json<'a>)>);
+pub(crate) struct Object<'a>(Vec<(Cow<'a, str>, Json<'a>)>);
 
 impl<'a> Object<'a> {
     /// From entries in the order they were read. A repeated key keeps its last value, as
     /// serde_json's maps do.
-    pub fn from_entries(mut entries: Vec<(Cow<'a, str>, Json<'a>)>) -> Self {
+    pub(crate) fn from_entries(mut entries: Vec<(Cow<'a, str>, Json<'a>)>) -> Self {
         if !entries.windows(2).all(|w| w[0].0 < w[1].0) {
             // Stable, so repeats of a key stay in the order they were read.
             entries.sort_by(|a, b| a.0.cmp(&b.0));
@@ -42,41 +42,41 @@ impl<'a> Object<'a> {
         Self(entries)
     }
 
-    pub fn get(&self, key: &str) -> Option<&Json<'a>> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Json<'a>> {
         self.0
             .binary_search_by(|e| e.0.as_ref().cmp(key))
             .ok()
             .map(|i| &self.0[i].1)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Entries in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Json<'a>)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Json<'a>)> {
         self.0.iter().map(|(k, v)| (k.as_ref(), v))
     }
 
     /// Values in key order.
-    pub fn values(&self) -> impl Iterator<Item = &Json<'a>> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Json<'a>> {
         self.0.iter().map(|(_, v)| v)
     }
 }
 
 impl<'a> Json<'a> {
-    pub fn as_array(&self) -> Option<&[Json<'a>]> {
+    pub(crate) fn as_array(&self) -> Option<&[Json<'a>]> {
         match self {
             Json::Array(a) => Some(a),
             _ => None,
         }
     }
 
-    pub fn as_u64(&self) -> Option<u64> {
+    pub(crate) fn as_u64(&self) -> Option<u64> {
         match self {
             Json::Number(n) => n.as_u64(),
             _ => None,
@@ -85,7 +85,7 @@ impl<'a> Json<'a> {
 
     /// A JSON Pointer (RFC 6901) lookup, as `serde_json::Value::pointer` does it: `""` is the
     /// whole value, `~1` is `/` and `~0` is `~`, and an array index has no sign or leading zero.
-    pub fn pointer(&self, pointer: &str) -> Option<&Json<'a>> {
+    pub(crate) fn pointer(&self, pointer: &str) -> Option<&Json<'a>> {
         if pointer.is_empty() {
             return Some(self);
         }
@@ -112,7 +112,7 @@ impl<'a> Json<'a> {
     }
 
     /// The same value, owning all its strings.
-    pub fn from_value(v: serde_json::Value) -> Json<'static> {
+    pub(crate) fn from_value(v: serde_json::Value) -> Json<'static> {
         use serde_json::Value;
         match v {
             Value::Null => Json::Null,
@@ -130,7 +130,7 @@ impl<'a> Json<'a> {
 
     /// As serde_json's `Value`: tests compare with the reference path through it.
     #[cfg(test)]
-    pub fn to_value(&self) -> serde_json::Value {
+    pub(crate) fn to_value(&self) -> serde_json::Value {
         use serde_json::Value;
         match self {
             Json::Null => Value::Null,

@@ -6,13 +6,13 @@ use hashbrown::HashTable;
 
 /// Entries `E` found by hash and equality; cleared whole when it reaches its capacity, so a
 /// hostile stream of distinct keys costs a rebuild now and then, never memory.
-pub struct Memo<E> {
+pub(crate) struct Memo<E> {
     table: HashTable<E>,
     cap: usize,
 }
 
 impl<E> Memo<E> {
-    pub const fn new(cap: usize) -> Self {
+    pub(crate) const fn new(cap: usize) -> Self {
         Self {
             table: HashTable::new(),
             cap,
@@ -21,7 +21,7 @@ impl<E> Memo<E> {
 
     /// The entry under `hash` that `eq` accepts, else the one `make` builds (stored first).
     /// `rehash` gives an entry's hash, as `hash` was computed.
-    pub fn get_or_insert_with(
+    pub(crate) fn get_or_insert_with(
         &mut self,
         hash: u64,
         eq: impl FnMut(&E) -> bool,
@@ -41,7 +41,7 @@ impl<E> Memo<E> {
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.table.len()
     }
 }

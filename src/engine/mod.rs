@@ -30,9 +30,11 @@ mod watermark;
 use crate::contract::{Event, OutputEvent, RunKey};
 use emit::{build_signal, terminated};
 pub use engine_config::EngineConfig;
-pub use fingerprint::{Canonical, StepFingerprints};
+pub(crate) use fingerprint::Canonical;
+pub use fingerprint::StepFingerprints;
 use hashbrown::HashTable;
-pub use outcome::{Change, Outcome, PartitionMeta};
+pub(crate) use outcome::PartitionMeta;
+pub use outcome::{Change, Outcome};
 pub use partitioner::partition_for;
 pub use run::RunState;
 use run_table::{hash_key, PackedKey, Slot};
@@ -41,6 +43,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
+/// The detectors for one input partition: every open run's state, the watermark, the
+/// changes the changelog must record.
 pub struct PartitionEngine {
     cfg: Arc<EngineConfig>,
     /// States are boxed: the table then holds pointers, not ~1 KB states with a quarter of its
@@ -85,6 +89,7 @@ pub struct PartitionEngine {
 }
 
 impl PartitionEngine {
+    /// An empty engine.
     pub fn new(cfg: Arc<EngineConfig>) -> Self {
         Self {
             cfg,
@@ -116,7 +121,7 @@ impl PartitionEngine {
 
     /// Keep no list of changes (no changelog will ask for them): [`Self::take_changes`] then
     /// returns nothing.
-    pub fn without_changelog(mut self) -> Self {
+    pub(crate) fn without_changelog(mut self) -> Self {
         self.changes = false;
         self
     }
@@ -126,10 +131,7 @@ impl PartitionEngine {
         self.closed.drain(..)
     }
 
-    pub fn config(&self) -> &EngineConfig {
-        &self.cfg
-    }
-
+    /// Runs currently tracked (bounded by `max_open_runs`).
     pub fn open_runs(&self) -> usize {
         self.runs.len()
     }
@@ -144,6 +146,7 @@ impl PartitionEngine {
         self.meta.ended.len()
     }
 
+    /// The partition's event-time watermark, once an event has set it.
     pub fn watermark_ms(&self) -> Option<i64> {
         self.meta.watermark_ms
     }
@@ -170,7 +173,8 @@ impl PartitionEngine {
 
     /// An event whose effect on its run is already in the restored state (the changelog records
     /// each run with the offset it covers): only partition time moves, as when first applied.
-    pub fn observe_time_only(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) {
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) fn observe_time_only(&mut self, ev: &Event, out: &mut Vec<OutputEvent>) {
         self.advance_watermark(ev.key(), ev.ts_ms(), out);
     }
 

@@ -24,24 +24,25 @@ pub enum Outcome {
 /// changelog's meta record (see `changelog::state::meta`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PartitionMeta {
-    pub watermark_ms: Option<i64>,
+    pub(crate) watermark_ms: Option<i64>,
     /// Events applied to this partition's runs (the eviction clock: least recently active).
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// Runs (hashed) that reported a time beyond `max_future_skew_ms` of the watermark, with
     /// that time; `watermark_jump_quorum` distinct runs move the watermark. Bounded by it.
-    pub jumps: Vec<(u64, i64)>,
+    pub(crate) jumps: Vec<(u64, i64)>,
     /// Runs (hashed) that reported a time more than `max_future_skew_ms` behind the watermark,
     /// with their latest such time; a quorum of them pulls the watermark back. Bounded by it.
-    pub behind: Vec<(u64, i64)>,
+    pub(crate) behind: Vec<(u64, i64)>,
     /// Recently ended runs, oldest first, so a redelivered or late event cannot reopen them and
     /// publish a second `run_terminated`. Bounded by `EngineConfig::ended_runs_remembered`.
     /// Persisted as one changelog marker per run, not inside the meta record.
-    pub ended: VecDeque<RunKey>,
+    pub(crate) ended: VecDeque<RunKey>,
 }
 
 /// One changelog change.
 #[derive(Debug)]
 pub enum Change<'a> {
+    /// The run's state changed: write it.
     Upsert(RunKey, &'a RunState),
     /// The run ended: remember it (so late events cannot reopen it) until it is forgotten.
     Ended(RunKey),

@@ -12,9 +12,9 @@
 use crate::contract::input::TerminationReason;
 use crate::contract::{RunKey, Step};
 
-pub const BUCKET_MS: i64 = 60_000;
+pub(crate) const BUCKET_MS: i64 = 60_000;
 
-pub fn bucket_of(ts_ms: i64) -> i64 {
+pub(crate) fn bucket_of(ts_ms: i64) -> i64 {
     ts_ms.div_euclid(BUCKET_MS) * BUCKET_MS
 }
 
@@ -23,28 +23,28 @@ pub fn bucket_of(ts_ms: i64) -> i64 {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Minute {
     /// Start of the minute, epoch milliseconds (UTC).
-    pub bucket_ms: i64,
+    pub(crate) bucket_ms: i64,
     /// The run's first event fell in this minute.
-    pub started: bool,
-    pub steps: u32,
-    pub tool_calls: u32,
+    pub(crate) started: bool,
+    pub(crate) steps: u32,
+    pub(crate) tool_calls: u32,
     /// Steps reporting `tool_success: false`.
-    pub errors: u32,
-    pub tokens: u64,
-    pub cost_usd: f64,
+    pub(crate) errors: u32,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: f64,
     /// Steps taken once the run's loop was caught (the caught step included), and their cost:
     /// what a loop burns while nobody stops it.
-    pub loop_steps: u32,
-    pub loop_cost_usd: f64,
+    pub(crate) loop_steps: u32,
+    pub(crate) loop_cost_usd: f64,
     /// The loop was caught in this minute, this many steps after it began (the run's steps
     /// counted in step order, not a difference of step indices); [`UNCOUNTED`] when they
     /// could not be counted.
-    pub caught_after_steps: Option<u64>,
+    pub(crate) caught_after_steps: Option<u64>,
 }
 
 /// `caught_after_steps` of a loop caught when its steps could not be counted (see
 /// `RunState::steps_between`).
-pub const UNCOUNTED: u64 = u64::MAX;
+pub(crate) const UNCOUNTED: u64 = u64::MAX;
 
 impl Minute {
     fn new(bucket_ms: i64) -> Self {
@@ -57,32 +57,32 @@ impl Minute {
 
 /// How the run ended, on the row of the minute it ended in.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Ending {
-    pub reason: TerminationReason,
-    pub loop_detected: bool,
+pub(crate) struct Ending {
+    pub(crate) reason: TerminationReason,
+    pub(crate) loop_detected: bool,
 }
 
 /// A closed minute, ready to become a row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Closed {
-    pub key: RunKey,
-    pub agent_name: Option<String>,
-    pub minute: Minute,
-    pub ending: Option<Ending>,
+    pub(crate) key: RunKey,
+    pub(crate) agent_name: Option<String>,
+    pub(crate) minute: Minute,
+    pub(crate) ending: Option<Ending>,
 }
 
 /// A run's open minute, as its state keeps it (`RunState::minute`): `None` until the engine
 /// keeps rollups for it. The functions below take what they need of the run as arguments, so
 /// the run state depends on this module and not the other way round.
-pub type OpenMinute = Option<Box<Minute>>;
+pub(crate) type OpenMinute = Option<Box<Minute>>;
 
 /// What a run's state says about it when one of its minutes closes.
 #[derive(Clone, Copy)]
-pub struct RunFacts<'a> {
-    pub agent_name: Option<&'a str>,
-    pub loop_detected: bool,
+pub(crate) struct RunFacts<'a> {
+    pub(crate) agent_name: Option<&'a str>,
+    pub(crate) loop_detected: bool,
     /// The run's steps so far.
-    pub steps: u64,
+    pub(crate) steps: u64,
 }
 
 /// A closing minute as its row reports it. A count of steps to catch is below the run's steps;
@@ -98,7 +98,7 @@ fn closing(mut m: Minute, run: RunFacts<'_>) -> Minute {
 }
 
 /// A new run's first minute.
-pub fn start(minute: &mut OpenMinute, ts_ms: i64) {
+pub(crate) fn start(minute: &mut OpenMinute, ts_ms: i64) {
     *minute = Some(Box::new(Minute {
         started: true,
         ..Minute::new(bucket_of(ts_ms))
@@ -107,7 +107,7 @@ pub fn start(minute: &mut OpenMinute, ts_ms: i64) {
 
 /// The run's minute as of an event at `ts_ms`: a later minute closes the current one. (A run
 /// restored from a record written before rollups existed starts counting here.)
-pub fn advance(
+pub(crate) fn advance(
     key: &RunKey,
     minute: &mut OpenMinute,
     run: RunFacts<'_>,
@@ -133,7 +133,7 @@ pub fn advance(
 /// Count a step the detectors have just seen. `loop_detected` is the run's flag after them,
 /// `was_caught` before them, and `steps_since_loop` how many steps the run took since its
 /// loop began, up to this one (`None`: not countable).
-pub fn count_step(
+pub(crate) fn count_step(
     minute: &mut OpenMinute,
     step: &Step,
     loop_detected: bool,
@@ -163,7 +163,7 @@ pub fn count_step(
 }
 
 /// The run ended at `end_ms`: close its minute (moving to the end's minute first if later).
-pub fn end(
+pub(crate) fn end(
     key: &RunKey,
     minute: &mut OpenMinute,
     run: RunFacts<'_>,

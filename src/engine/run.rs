@@ -19,18 +19,19 @@ pub struct RunState {
     pub(crate) agent: Option<AgentName>,
     /// When the run's `run_started` said it began (if `set` has [`STARTED`]).
     pub(crate) started_ms: i64,
-    pub first_ms: i64,
-    pub last_ts: i64,
+    pub(crate) first_ms: i64,
+    pub(crate) last_ts: i64,
+    /// Step indices already applied (redeliveries are skipped).
     pub seen: SeenSteps,
     /// Steps and tool calls as `u32` (saturating): 8 bytes of every open run, and no run
     /// comes near four billion steps.
     pub steps: u32,
-    pub tool_calls: u32,
-    pub tokens: u64,
-    pub cost_usd: f64,
-    pub signals: u32,
-    pub redeliveries: u64,
-    pub loop_detected: bool,
+    pub(crate) tool_calls: u32,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: f64,
+    pub(crate) signals: u32,
+    pub(crate) redeliveries: u64,
+    pub(crate) loop_detected: bool,
     /// Which of `started_ms`, `loop_step`, `loop_caught` and `steered_step` hold a value, and
     /// whether the run looped again after it was steered.
     pub(crate) set: u8,
@@ -44,10 +45,11 @@ pub struct RunState {
     /// `steer` steps seen (saturating: it only tells one steer from several).
     pub(crate) steers: u8,
     /// What a stop (e.g. a budget) implies when the run reports no reason itself.
-    pub inferred_reason: Option<TerminationReason>,
+    pub(crate) inferred_reason: Option<TerminationReason>,
+    /// Each detector's state for the run.
     pub detectors: RunDetectors,
     /// The partition's event sequence number at this run's last event (eviction order).
-    pub last_seq: u64,
+    pub(crate) last_seq: u64,
     /// The current minute's rollup contribution (only when the engine keeps rollups; boxed,
     /// so runs of an engine without them do not carry its 72 bytes).
     pub minute: Option<Box<super::rollup::Minute>>,
@@ -63,7 +65,7 @@ pub(crate) const LOOP_CAUGHT: u8 = 4;
 pub(crate) const STEERED: u8 = 8;
 pub(crate) const LOOPED_AGAIN: u8 = 16;
 
-pub enum End<'a> {
+pub(crate) enum End<'a> {
     Finished(&'a RunFinished),
     Idle {
         at_ms: i64,
@@ -75,12 +77,12 @@ pub enum End<'a> {
 }
 
 impl RunState {
-    pub fn agent_name(&self) -> Option<&str> {
+    pub(crate) fn agent_name(&self) -> Option<&str> {
         self.agent.as_deref().map(|n| &**n)
     }
 
     /// The open rollup minute, with what a closing minute records of the run.
-    pub fn rollup_parts(
+    pub(crate) fn rollup_parts(
         &mut self,
     ) -> (&mut super::rollup::OpenMinute, super::rollup::RunFacts<'_>) {
         let facts = super::rollup::RunFacts {
@@ -92,12 +94,12 @@ impl RunState {
     }
 
     /// A restored run's agent name, shared with the live runs' ([`Names::share`]).
-    pub fn share_agent_name(&mut self, names: &mut Names) {
+    pub(crate) fn share_agent_name(&mut self, names: &mut Names) {
         names.share(&mut self.agent);
     }
 
     /// What budgets count.
-    pub fn counts(&self) -> budget::Counts {
+    pub(crate) fn counts(&self) -> budget::Counts {
         budget::Counts {
             steps: u64::from(self.steps),
             tool_calls: u64::from(self.tool_calls),
@@ -106,6 +108,7 @@ impl RunState {
         }
     }
 
+    /// The state of a run first seen at `ts`.
     pub fn new(ts: i64) -> Self {
         Self {
             agent: None,
@@ -132,19 +135,19 @@ impl RunState {
         }
     }
 
-    pub fn touch(&mut self, ts: i64) {
+    pub(crate) fn touch(&mut self, ts: i64) {
         // Event time may go backwards inside a run (clock skew between agent hosts); keep max.
         self.last_ts = self.last_ts.max(ts);
         self.first_ms = self.first_ms.min(ts);
     }
 
-    pub fn on_started(&mut self, e: &RunStarted, names: &mut Names) {
+    pub(crate) fn on_started(&mut self, e: &RunStarted, names: &mut Names) {
         self.agent = Some(names.get(&e.agent_name));
         self.started_ms = e.ts_ms;
         self.set |= STARTED;
     }
 
-    pub fn on_step(&mut self, s: &Step, names: &mut Names) {
+    pub(crate) fn on_step(&mut self, s: &Step, names: &mut Names) {
         self.steps = self.steps.saturating_add(1);
         if s.tool_name.is_some() {
             self.tool_calls = self.tool_calls.saturating_add(1);
@@ -157,7 +160,7 @@ impl RunState {
         }
     }
 
-    pub fn started_ms(&self) -> i64 {
+    pub(crate) fn started_ms(&self) -> i64 {
         self.reported_start().unwrap_or(self.first_ms)
     }
 
@@ -171,12 +174,12 @@ impl RunState {
     }
 
     /// Where the repetition began, as told by the finding that first caught it.
-    pub fn loop_step_index(&self) -> Option<u64> {
+    pub(crate) fn loop_step_index(&self) -> Option<u64> {
         self.get(LOOP_STEP, self.loop_step)
     }
 
     /// The step at which the loop was first caught.
-    pub fn loop_caught_step_index(&self) -> Option<u64> {
+    pub(crate) fn loop_caught_step_index(&self) -> Option<u64> {
         self.get(LOOP_CAUGHT, self.loop_caught)
     }
 
@@ -185,7 +188,7 @@ impl RunState {
     /// times). `None` when it cannot be told: where `engine.max_seen_ranges` merged the gaps
     /// between sparse indices, they count as seen, and a count of all the run's steps or more is
     /// impossible.
-    pub fn steps_between(&self, began: u64, upto: u64) -> Option<u64> {
+    pub(crate) fn steps_between(&self, began: u64, upto: u64) -> Option<u64> {
         let n = self.seen.count_between(began, upto);
         (n < u64::from(self.steps)).then_some(n)
     }
@@ -194,7 +197,7 @@ impl RunState {
     /// less those after it, counted from the newest back, as far as merged gaps (which are the
     /// oldest) stay out of reach. `None` for a step the run has not seen, or a count gone
     /// negative by merged gaps.
-    pub fn step_number(&self, index: u64) -> Option<u64> {
+    pub(crate) fn step_number(&self, index: u64) -> Option<u64> {
         if !self.seen.contains(index) {
             return None;
         }
@@ -206,7 +209,7 @@ impl RunState {
     /// A finding caught the run at `step`, saying the repetition began at `began`. Only the
     /// first one sets either: later findings (wider windows, corroborating detectors) must
     /// not move them.
-    pub fn caught(&mut self, step: u64, began: u64) {
+    pub(crate) fn caught(&mut self, step: u64, began: u64) {
         self.caught_after_steer();
         if !self.loop_detected {
             self.loop_detected = true;
@@ -222,7 +225,7 @@ impl RunState {
     }
 
     /// A guard steered the run (a `steer` step): the first one is where it was steered.
-    pub fn steered(&mut self, step: u64) {
+    pub(crate) fn steered(&mut self, step: u64) {
         self.steers = self.steers.saturating_add(1);
         if self.set & STEERED == 0 {
             self.steered_step = step;
@@ -238,16 +241,16 @@ impl RunState {
     }
 
     /// The run's first `steer` step, if a guard steered it.
-    pub fn steered_step_index(&self) -> Option<u64> {
+    pub(crate) fn steered_step_index(&self) -> Option<u64> {
         self.get(STEERED, self.steered_step)
     }
 
-    pub fn steers(&self) -> u8 {
+    pub(crate) fn steers(&self) -> u8 {
         self.steers
     }
 
     /// For a steered run: whether an alert or stop fired after its first steer.
-    pub fn steer_outcome(&self) -> Option<SteerOutcome> {
+    pub(crate) fn steer_outcome(&self) -> Option<SteerOutcome> {
         self.steered_step_index().map(|_| {
             if self.set & LOOPED_AGAIN != 0 {
                 SteerOutcome::LoopedAgain
@@ -257,7 +260,7 @@ impl RunState {
         })
     }
 
-    pub fn totals(&self, end_ms: i64) -> Totals {
+    pub(crate) fn totals(&self, end_ms: i64) -> Totals {
         Totals {
             steps: u64::from(self.steps),
             tool_calls: u64::from(self.tool_calls),
@@ -268,7 +271,7 @@ impl RunState {
     }
 
     /// (status, termination_reason, reason_was_reported, end time).
-    pub fn verdict(&self, end: &End<'_>) -> (&'static str, TerminationReason, bool, i64) {
+    pub(crate) fn verdict(&self, end: &End<'_>) -> (&'static str, TerminationReason, bool, i64) {
         match end {
             End::Finished(f) => {
                 let status = match f.status {
@@ -299,18 +302,18 @@ impl RunState {
 
 /// An agent's name as runs hold it: a thin pointer (8 bytes in every open run, where an
 /// `Arc<str>` takes 16) to one allocation per name per partition ([`Names`]).
-pub type AgentName = Arc<Box<str>>;
+pub(crate) type AgentName = Arc<Box<str>>;
 
 /// Agent names, one allocation per name per partition: a fleet runs a handful of agents over
 /// many runs, and a name per run was 32 bytes of every open run. Bounded: past
 /// [`Names::CAP`] names it starts over (runs keep theirs; only sharing is lost).
 #[derive(Debug, Default)]
-pub struct Names(HashTable<AgentName>);
+pub(crate) struct Names(HashTable<AgentName>);
 
 impl Names {
     const CAP: usize = 4096;
 
-    pub fn get(&mut self, name: &str) -> AgentName {
+    pub(crate) fn get(&mut self, name: &str) -> AgentName {
         let hash = FxBuildHasher.hash_one(name);
         if let Some(n) = self.0.find(hash, |n| ***n == *name) {
             return n.clone();
@@ -325,7 +328,7 @@ impl Names {
     }
 
     /// A restored run's name, shared with the live ones.
-    pub fn share(&mut self, name: &mut Option<AgentName>) {
+    pub(crate) fn share(&mut self, name: &mut Option<AgentName>) {
         if let Some(n) = name {
             *n = self.get(n);
         }

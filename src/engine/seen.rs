@@ -13,7 +13,7 @@ pub struct SeenSteps {
 
 impl SeenSteps {
     /// Insert `i`; returns false when it was already present (a redelivery).
-    pub fn insert(&mut self, i: u64) -> bool {
+    pub(crate) fn insert(&mut self, i: u64) -> bool {
         // Fast path: the next step in order extends the last range.
         if let Some(last) = self.ranges.last_mut() {
             if last.1 == i {
@@ -51,7 +51,7 @@ impl SeenSteps {
 
     /// Keep at most `cap` ranges (0 = unlimited) by merging the two lowest: the oldest gaps are
     /// summarised as seen. Returns how many merges were needed.
-    pub fn bound(&mut self, cap: usize) -> usize {
+    pub(crate) fn bound(&mut self, cap: usize) -> usize {
         let mut merged = 0;
         while cap > 0 && self.ranges.len() > cap.max(1) {
             if self.ranges.len() < 2 {
@@ -64,7 +64,7 @@ impl SeenSteps {
         merged
     }
 
-    pub fn contains(&self, i: u64) -> bool {
+    pub(crate) fn contains(&self, i: u64) -> bool {
         let pos = self.ranges.partition_point(|&(_, end)| end <= i);
         self.ranges.get(pos).is_some_and(|&(s, e)| s <= i && i < e)
     }
@@ -75,7 +75,7 @@ impl SeenSteps {
 
     /// How many seen indices lie in `(after, upto]`: exact where no gaps were merged by
     /// [`SeenSteps::bound`] (a merged gap counts as seen, so it can only make this larger).
-    pub fn count_between(&self, after: u64, upto: u64) -> u64 {
+    pub(crate) fn count_between(&self, after: u64, upto: u64) -> u64 {
         let (lo, hi) = (after.saturating_add(1), upto.saturating_add(1));
         self.ranges
             .iter()

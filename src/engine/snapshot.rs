@@ -34,6 +34,7 @@ impl PartitionEngine {
         out
     }
 
+    /// The partition's meta (watermark and friends) as the changelog stores it.
     pub fn meta(&self) -> &PartitionMeta {
         &self.meta
     }

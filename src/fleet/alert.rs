@@ -6,22 +6,23 @@ use time::OffsetDateTime;
 
 /// The window being judged: `[start, start + window_seconds)` in event time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    pub start: u32,
-    pub seconds: u32,
+pub(crate) struct Window {
+    pub(crate) start: u32,
+    pub(crate) seconds: u32,
 }
 
 impl Window {
-    pub fn end(self) -> u32 {
+    pub(crate) fn end(self) -> u32 {
         self.start.saturating_add(self.seconds)
     }
     /// Where the rows `evaluate` needs begin: the first baseline window.
-    pub fn baseline_start(self, baseline_windows: u32) -> u32 {
+    pub(crate) fn baseline_start(self, baseline_windows: u32) -> u32 {
         self.start
             .saturating_sub(self.seconds.saturating_mul(baseline_windows))
     }
 }
 
+/// What fleet-watch tracks per agent and window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
@@ -32,7 +33,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Metric::LoopRate => "loop_rate",
             Metric::LoopCostPerRun => "loop_cost_per_run",
@@ -51,16 +52,20 @@ pub struct Stat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename = "fleet_alert")]
 pub struct FleetAlert {
+    /// Deterministic id, so a re-run pass does not alert twice.
     pub event_id: String,
+    /// The project the agent runs in.
     pub project_id: String,
     /// The agent, without its version.
     pub agent_name: String,
     /// Set when the alert is about one version of the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_version: Option<String>,
+    /// The metric that regressed.
     pub metric: Metric,
     /// The window judged, `[window_start, window_end)`, event time, RFC 3339 UTC.
     pub window_start: String,
+    /// End of the window judged (exclusive).
     pub window_end: String,
     /// Where the baseline windows begin (they end at `window_start`).
     pub baseline_start: String,
@@ -75,12 +80,12 @@ pub struct FleetAlert {
 /// An alert still open after its window: what names its series, so the next window can tell
 /// whether the series raised it again. Kept in the progress record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OpenAlert {
-    pub event_id: String,
-    pub agent_name: String,
+pub(crate) struct OpenAlert {
+    pub(crate) event_id: String,
+    pub(crate) agent_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_version: Option<String>,
-    pub metric: Metric,
+    pub(crate) agent_version: Option<String>,
+    pub(crate) metric: Metric,
 }
 
 impl OpenAlert {
@@ -101,7 +106,7 @@ impl OpenAlert {
 /// Why an alert was resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Resolution {
+pub(crate) enum Resolution {
     /// The next window did not raise it again (recovered, or too few runs to tell).
     Recovered,
     /// The next window raised it again: that window's alert (`superseded_by`) takes over.
@@ -112,26 +117,26 @@ pub enum Resolution {
 /// alert's. Key = agent name, like the alert, so it follows it on the same partition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename = "fleet_alert_resolved")]
-pub struct FleetAlertResolved {
+pub(crate) struct FleetAlertResolved {
     /// `sha256("eddy.v1", project, "fleet_alert_resolved", resolves)`.
-    pub event_id: String,
-    pub project_id: String,
+    pub(crate) event_id: String,
+    pub(crate) project_id: String,
     /// The `event_id` of the alert this ends.
-    pub resolves: String,
-    pub agent_name: String,
+    pub(crate) resolves: String,
+    pub(crate) agent_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_version: Option<String>,
-    pub metric: Metric,
-    pub reason: Resolution,
+    pub(crate) agent_version: Option<String>,
+    pub(crate) metric: Metric,
+    pub(crate) reason: Resolution,
     /// The window judged after the alert's, `[window_start, window_end)`.
-    pub window_start: String,
-    pub window_end: String,
+    pub(crate) window_start: String,
+    pub(crate) window_end: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub superseded_by: Option<String>,
+    pub(crate) superseded_by: Option<String>,
 }
 
 impl FleetAlertResolved {
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         &self.agent_name
     }
 }
@@ -139,7 +144,7 @@ impl FleetAlertResolved {
 /// The resolutions of `window` (the one judged after the alerts in `open`) given its
 /// `alerts`, and what is open after it: exactly its alerts. Every alert is resolved by the
 /// next window of its project, so a page never stays open on its own.
-pub fn resolve(
+pub(crate) fn resolve(
     project: &str,
     window: Window,
     open: &[OpenAlert],
@@ -171,7 +176,7 @@ pub fn resolve(
     (resolved, alerts.iter().map(OpenAlert::of).collect())
 }
 
-pub fn rfc3339(secs: u32) -> String {
+pub(crate) fn rfc3339(secs: u32) -> String {
     OffsetDateTime::from_unix_timestamp(i64::from(secs))
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
@@ -180,7 +185,7 @@ pub fn rfc3339(secs: u32) -> String {
 
 impl FleetAlert {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         project: &str,
         agent: &str,
         version: Option<&str>,
@@ -208,7 +213,7 @@ impl FleetAlert {
     }
 
     /// The Kafka key: the agent, so one agent's alerts stay in order on one partition.
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         &self.agent_name
     }
 }
@@ -216,7 +221,7 @@ impl FleetAlert {
 /// `sha256("eddy.v1", project, "fleet_alert", agent, version, metric, window_start,
 /// window_end)`, each part length-prefixed (docs/fingerprints.md): the same regression of the
 /// same window always has the same id, whoever evaluates it and however often.
-pub fn alert_id(
+pub(crate) fn alert_id(
     project: &str,
     agent: &str,
     version: &str,

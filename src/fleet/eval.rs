@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 
 /// One run's contribution to one minute, as `rollup_minute FINAL` holds it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MinuteRow {
+pub(crate) struct MinuteRow {
     /// Epoch seconds of the minute.
-    pub bucket: u32,
-    pub agent_name: String,
-    pub run_id: String,
-    pub runs_ended: u8,
-    pub loop_runs: u8,
-    pub loop_cost_usd: f64,
+    pub(crate) bucket: u32,
+    pub(crate) agent_name: String,
+    pub(crate) run_id: String,
+    pub(crate) runs_ended: u8,
+    pub(crate) loop_runs: u8,
+    pub(crate) loop_cost_usd: f64,
 }
 
 /// A run inside one window.
@@ -122,7 +122,7 @@ impl Series<'_> {
 }
 
 /// P(X >= k) for X ~ Binomial(n, p), summed in log space (no underflow at large n).
-pub fn binomial_tail(n: u64, k: u64, p: f64) -> f64 {
+pub(crate) fn binomial_tail(n: u64, k: u64, p: f64) -> f64 {
     if k == 0 {
         return 1.0;
     }
@@ -149,7 +149,7 @@ pub fn binomial_tail(n: u64, k: u64, p: f64) -> f64 {
 }
 
 /// P(Z >= z) for a standard normal Z (Abramowitz and Stegun 7.1.26, error below 1.5e-7).
-pub fn normal_tail(z: f64) -> f64 {
+pub(crate) fn normal_tail(z: f64) -> f64 {
     let x = z.abs() / std::f64::consts::SQRT_2;
     let t = 1.0 / (1.0 + 0.327_591_1 * x);
     let poly = t
@@ -178,7 +178,7 @@ fn round6(x: f64) -> f64 {
 }
 
 /// `coder@2.1` → (`coder`, `2.1`); no separator (or an empty one) → (`coder`, ``).
-pub fn split_version<'a>(agent_name: &'a str, sep: &str) -> (&'a str, &'a str) {
+pub(crate) fn split_version<'a>(agent_name: &'a str, sep: &str) -> (&'a str, &'a str) {
     if sep.is_empty() {
         return (agent_name, "");
     }
@@ -195,7 +195,7 @@ pub fn split_version<'a>(agent_name: &'a str, sep: &str) -> (&'a str, &'a str) {
 /// baseline is always the agent's, all versions together, so a version new in this window is
 /// judged against what its agent did before. A version's alert names the version; the agent's
 /// own alert for the same metric is then left out (it would say the same thing, diluted).
-pub fn evaluate(
+pub(crate) fn evaluate(
     project: &str,
     window: Window,
     rows: &[MinuteRow],
@@ -278,7 +278,7 @@ pub fn evaluate(
 
 /// Window starts to evaluate: after `done_until` (or, with no progress, the last
 /// `backfill` closed ones), up to the last window that ends by `closed_until`.
-pub fn due_windows(
+pub(crate) fn due_windows(
     done_until: Option<u32>,
     closed_until: u32,
     seconds: u32,

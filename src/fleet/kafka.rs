@@ -20,16 +20,16 @@ const TXN_TIMEOUT_MS: u32 = 60_000;
 
 /// The state record: the project's windows are evaluated up to `evaluated_until` (exclusive).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Progress {
-    pub v: u32,
-    pub project_id: String,
-    pub window_seconds: u32,
+pub(crate) struct Progress {
+    pub(crate) v: u32,
+    pub(crate) project_id: String,
+    pub(crate) window_seconds: u32,
     /// Epoch seconds: the end of the last window evaluated.
-    pub evaluated_until: u32,
+    pub(crate) evaluated_until: u32,
     /// That window's alerts, resolved by the next window (absent in records of releases
     /// before resolutions, read as none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub open: Vec<OpenAlert>,
+    pub(crate) open: Vec<OpenAlert>,
 }
 
 fn state_key(project: &str, window_seconds: u32) -> String {
@@ -39,37 +39,40 @@ fn state_key(project: &str, window_seconds: u32) -> String {
 /// The other record of the state topic: destination `destination` has dealt with (delivered
 /// or dead-lettered) every record of `topic`/`partition` before `next_offset`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Notified {
-    pub v: u32,
-    pub kind: NotifiedKind,
-    pub topic: String,
-    pub destination: String,
-    pub partition: i32,
-    pub next_offset: i64,
+pub(crate) struct Notified {
+    pub(crate) v: u32,
+    pub(crate) kind: NotifiedKind,
+    pub(crate) topic: String,
+    pub(crate) destination: String,
+    pub(crate) partition: i32,
+    pub(crate) next_offset: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum NotifiedKind {
+pub(crate) enum NotifiedKind {
     Notified,
 }
 
 impl Notified {
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         serde_json::json!(["notified", self.topic, self.destination, self.partition]).to_string()
     }
 }
 
 /// What the state topic says: each project's progress, and each destination's.
 #[derive(Debug, Default)]
-pub struct State {
-    pub progress: BTreeMap<String, (u32, Vec<OpenAlert>)>,
+pub(crate) struct State {
+    pub(crate) progress: BTreeMap<String, (u32, Vec<OpenAlert>)>,
     /// (destination, partition) → next offset, for the configured alert topic.
-    pub notified: BTreeMap<(String, i32), i64>,
+    pub(crate) notified: BTreeMap<(String, i32), i64>,
 }
 
 /// Create the alert topic and the (compacted, one partition) state topic if missing.
-pub async fn ensure_topics(kafka: &KafkaConfig, fleet: &FleetConfig) -> Result<(), FleetError> {
+pub(crate) async fn ensure_topics(
+    kafka: &KafkaConfig,
+    fleet: &FleetConfig,
+) -> Result<(), FleetError> {
     if !kafka.topics.create {
         return Ok(());
     }
@@ -87,7 +90,7 @@ pub async fn ensure_topics(kafka: &KafkaConfig, fleet: &FleetConfig) -> Result<(
 
 /// A transactional producer: a window's alerts and its progress record commit together, so a
 /// crash leaves either both or neither, and a restart neither repeats nor skips an alert.
-pub struct Publisher {
+pub(crate) struct Publisher {
     producer: FutureProducer,
     alert_topic: String,
     state_topic: String,
@@ -95,7 +98,7 @@ pub struct Publisher {
 
 impl Publisher {
     /// Fences any earlier instance with the same transactional id (and aborts its open window).
-    pub fn new(
+    pub(crate) fn new(
         kafka: &KafkaConfig,
         fleet: &FleetConfig,
         database: &str,
@@ -114,7 +117,7 @@ impl Publisher {
     /// Alerts and resolutions of one window plus the progress past it, in one transaction,
     /// aborted on any error (the window is then evaluated again at the next pass, to the same
     /// bytes).
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         alerts: &[FleetAlert],
         resolved: &[FleetAlertResolved],
@@ -173,7 +176,7 @@ impl Publisher {
 /// Every project's progress for windows of `window_seconds`, and every destination's for the
 /// alert topic, from the committed state records. Read after [`Publisher::new`], which has
 /// aborted a crashed predecessor's open transaction.
-pub fn read_state(kafka: &KafkaConfig, fleet: &FleetConfig) -> Result<State, FleetError> {
+pub(crate) fn read_state(kafka: &KafkaConfig, fleet: &FleetConfig) -> Result<State, FleetError> {
     let mut out = State::default();
     let props = kafka.client_props();
     // A topic created a moment ago may not be in the metadata yet: its errors are retried.
@@ -208,7 +211,7 @@ pub fn read_state(kafka: &KafkaConfig, fleet: &FleetConfig) -> Result<State, Fle
 /// A transactional producer for the notifier: each delivery's progress record, with its dead
 /// letter when there is one, commits alone, so a restart neither repeats a delivered alert
 /// nor dead-letters one twice.
-pub struct NotifyLog {
+pub(crate) struct NotifyLog {
     producer: FutureProducer,
     state_topic: String,
     dlq_topic: String,
@@ -217,7 +220,7 @@ pub struct NotifyLog {
 }
 
 impl NotifyLog {
-    pub fn new(
+    pub(crate) fn new(
         kafka: &KafkaConfig,
         fleet: &FleetConfig,
         database: &str,
@@ -239,7 +242,7 @@ impl NotifyLog {
     }
 
     /// Record `progress`, with `dead_letter` (key, payload) if any, in one transaction.
-    pub async fn record(
+    pub(crate) async fn record(
         &self,
         progress: &Notified,
         dead_letter: Option<(&str, Vec<u8>)>,

@@ -5,18 +5,18 @@
 //! agent, with its own state, changelog and rebalances), this daemon reads what the workers
 //! already made exact and durable: `rollup_minute FINAL`. On a schedule it takes each project's
 //! windows that are closed in event time (the newest rollup minute is `settle_seconds` past
-//! their end), evaluates each once with a pure function ([`eval::evaluate`]), and publishes the
+//! their end), evaluates each once with a pure function (`eval::evaluate`), and publishes the
 //! window's alerts together with the progress past it in one Kafka transaction. Same rows, same
 //! alerts, same bytes; a restart resumes after the last committed window (docs/fleet-alerts.md).
-pub mod alert;
-pub mod eval;
+pub(crate) mod alert;
+pub(crate) mod eval;
 mod kafka;
-pub mod notify;
+pub(crate) mod notify;
 mod store;
 
-pub use crate::config::FleetConfig;
-pub use alert::{FleetAlert, FleetAlertResolved, Metric, Resolution, Stat};
-pub use kafka::Progress;
+pub(crate) use crate::config::FleetConfig;
+pub use alert::{FleetAlert, Metric};
+pub(crate) use kafka::Progress;
 
 use crate::config::{ClickHouseConfig, KafkaConfig};
 use alert::{OpenAlert, Window};
@@ -24,24 +24,39 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// Why fleet-watch stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
+    /// The Kafka client failed.
     #[error("Kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    /// Its topics could not be checked or created.
     #[error(transparent)]
     Topics(#[from] crate::source::SourceError),
+    /// A ClickHouse query failed.
     #[error("ClickHouse: {0}")]
     ClickHouse(#[from] clickhouse::error::Error),
+    /// The ClickHouse connection could not be made.
     #[error(transparent)]
     Sink(#[from] crate::sink::SinkError),
+    /// The admin server failed.
     #[error(transparent)]
     Admin(#[from] crate::admin::AdminError),
+    /// An alert could not be serialised.
     #[error("cannot encode an event: {0}")]
     Encode(#[source] serde_json::Error),
+    /// The fleet state topic holds a record this version cannot read.
     #[error("unreadable record at offset {offset} of the fleet state topic: {why}")]
-    State { offset: i64, why: String },
+    State {
+        /// The record's offset.
+        offset: i64,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Reading the fleet state topic back did not finish.
     #[error("the fleet state topic: {0}")]
     StateTimeout(#[from] crate::source::compacted::Stalled),
+    /// A notification destination failed.
     #[error("notifications: {0}")]
     Notify(String),
 }
@@ -49,7 +64,7 @@ pub enum FleetError {
 impl FleetError {
     /// The producer can publish no more: fenced by a newer instance with the same
     /// transactional id, or broken. Retrying cannot help; exiting lets one instance run.
-    pub fn is_fatal(&self) -> bool {
+    pub(crate) fn is_fatal(&self) -> bool {
         matches!(self, FleetError::Kafka(rdkafka::error::KafkaError::Transaction(e)) if e.is_fatal())
     }
 }
@@ -66,9 +81,11 @@ pub struct WatchOptions {
 /// What one pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct PassStats {
+    /// Windows judged.
     pub windows: u64,
+    /// Alerts raised.
     pub alerts: u64,
-    pub resolved: u64,
+    pub(crate) resolved: u64,
 }
 
 /// Run until `shutdown` (or after one pass with `once`). A window's transaction is never cut:

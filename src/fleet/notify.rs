@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every destination, with where it resumes.
-pub struct Notifier {
+pub(crate) struct Notifier {
     destinations: Vec<(String, Destination, BTreeMap<i32, i64>)>,
     log: Arc<NotifyLog>,
     sender: Arc<Sender>,
@@ -37,7 +37,7 @@ impl Notifier {
     /// Positions from the state topic (`notified`); a destination without any starts at the
     /// alert topic's end as of now, recorded at once: a destination added later is not sent
     /// the alerts that came before it.
-    pub async fn new(
+    pub(crate) async fn new(
         kafka: &KafkaConfig,
         cfg: &FleetConfig,
         database: &str,
@@ -76,7 +76,11 @@ impl Notifier {
 
     /// Deliver until `shutdown`; with `to_end`, only until every destination has dealt with
     /// everything committed on the alert topic (a `--once` pass).
-    pub async fn run(self, to_end: bool, shutdown: CancellationToken) -> Result<(), FleetError> {
+    pub(crate) async fn run(
+        self,
+        to_end: bool,
+        shutdown: CancellationToken,
+    ) -> Result<(), FleetError> {
         let mut tasks = tokio::task::JoinSet::new();
         for (name, dest, from) in self.destinations {
             let d = Delivery {
@@ -302,7 +306,7 @@ impl Delivery {
 }
 
 /// The notification for an event of the alert topic; `None` for kinds people are not told of.
-pub fn notification(payload: &[u8]) -> Result<Option<Notification>, String> {
+pub(crate) fn notification(payload: &[u8]) -> Result<Option<Notification>, String> {
     #[derive(serde::Deserialize)]
     struct Kind {
         kind: String,

@@ -21,13 +21,13 @@ struct Minute {
     loop_cost_usd: f64,
 }
 
-pub struct Store {
+pub(crate) struct Store {
     client: clickhouse::Client,
     db: String,
 }
 
 impl Store {
-    pub fn new(client: clickhouse::Client, db: &str) -> Self {
+    pub(crate) fn new(client: clickhouse::Client, db: &str) -> Self {
         Self {
             client,
             db: db.to_string(),
@@ -35,7 +35,7 @@ impl Store {
     }
 
     /// Each project's event-time watermark: the end of its newest rollup minute.
-    pub async fn watermarks(&self) -> Result<Vec<(String, u32)>, FleetError> {
+    pub(crate) async fn watermarks(&self) -> Result<Vec<(String, u32)>, FleetError> {
         let sql = format!(
             "SELECT project_id, toUInt32(toUInt32(max(bucket)) + 60) AS latest FROM {}.rollup_minute \
              GROUP BY project_id ORDER BY project_id",
@@ -47,7 +47,7 @@ impl Store {
 
     /// The project's minutes in `[from, to)`, ordered by minute then run (the order the
     /// evaluation sums in, so the same rows always give the same values).
-    pub async fn minutes(
+    pub(crate) async fn minutes(
         &self,
         project: &str,
         from: u32,

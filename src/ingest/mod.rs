@@ -29,7 +29,7 @@ mod runs;
 mod verdict;
 mod wire;
 
-pub use runs::{format_uuid, uuid_v7, v7_millis, RUN_TABLE_CAPACITY};
+pub(crate) use runs::{format_uuid, uuid_v7, RUN_TABLE_CAPACITY};
 
 use crate::auth::SecretTable;
 use crate::config::{IngestConfig, KafkaConfig};
@@ -55,17 +55,21 @@ use tokio_util::sync::CancellationToken;
 use wire::Violations;
 
 /// keelwave's `maxRequestBytes`.
-pub const MAX_BODY_BYTES: usize = 1 << 20;
+pub(crate) const MAX_BODY_BYTES: usize = 1 << 20;
 /// Requests waiting for the broker at most (keelwave's `BATCH_QUEUE_DEPTH`); past it, 503.
 pub(crate) const QUEUE_DEPTH: usize = 10_000;
 
+/// Why an ingest request failed, or the ingest server could not run; the variant picks the
+/// HTTP status.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     /// 400 with keelwave's message.
     #[error("{0}")]
     BadRequest(String),
+    /// 401: no valid API key.
     #[error("unauthorized")]
     Unauthorized,
+    /// 404: no such run or route.
     #[error("not found")]
     NotFound,
     /// 503 + Retry-After: the signals topic is still being read back after a start.
@@ -74,22 +78,31 @@ pub enum IngestError {
     /// 503 + Retry-After: the event was not acknowledged by Kafka.
     #[error("event not acknowledged by Kafka: {0}")]
     Unavailable(String),
+    /// 500: a bug or an unexpected state.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The ingest settings are unusable.
     #[error("invalid ingest configuration: {0}")]
     Config(String),
+    /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address tried.
         addr: String,
+        /// The operating system's reason.
         #[source]
         source: std::io::Error,
     },
+    /// The producer failed.
     #[error(transparent)]
     Emit(#[from] EmitError),
+    /// The signals topic could not be read.
     #[error(transparent)]
     Verdict(#[from] crate::verdict::VerdictError),
+    /// The admin server failed.
     #[error(transparent)]
     Admin(#[from] crate::admin::AdminError),
+    /// The HTTP server stopped with an error.
     #[error("ingest server failed: {0}")]
     Serve(#[source] std::io::Error),
 }

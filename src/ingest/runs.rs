@@ -5,10 +5,10 @@ use time::OffsetDateTime;
 
 /// Runs remembered at most; the oldest started runs are forgotten first. A forgotten run can
 /// still finish: its id carries its start millisecond (see [`RunTable::finish_check`]).
-pub const RUN_TABLE_CAPACITY: usize = 1_000_000;
+pub(crate) const RUN_TABLE_CAPACITY: usize = 1_000_000;
 
 /// A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, version 7, 74 random bits, variant 10.
-pub fn uuid_v7(at: OffsetDateTime) -> u128 {
+pub(crate) fn uuid_v7(at: OffsetDateTime) -> u128 {
     let ms = (at.unix_timestamp_nanos() / 1_000_000).clamp(0, (1 << 48) - 1) as u128;
     let r: u128 = rand::random();
     let rand_a = (r >> 64) & 0x0fff;
@@ -17,14 +17,14 @@ pub fn uuid_v7(at: OffsetDateTime) -> u128 {
 }
 
 /// Unix milliseconds of a v7 id, if it is one.
-pub fn v7_millis(id: u128) -> Option<i64> {
+pub(crate) fn v7_millis(id: u128) -> Option<i64> {
     let version = (id >> 76) & 0xf;
     let variant = (id >> 62) & 0b11;
     (version == 7 && variant == 0b10).then_some((id >> 80) as i64)
 }
 
 /// Lower-case hyphenated form, as google/uuid prints it.
-pub fn format_uuid(id: u128) -> String {
+pub(crate) fn format_uuid(id: u128) -> String {
     let h = format!("{id:032x}");
     format!(
         "{}-{}-{}-{}-{}",
@@ -37,26 +37,26 @@ pub fn format_uuid(id: u128) -> String {
 }
 
 /// keelwave's run start timestamp: the instant, at the microsecond precision Postgres keeps.
-pub fn now_micros() -> OffsetDateTime {
+pub(crate) fn now_micros() -> OffsetDateTime {
     truncate_micros(OffsetDateTime::now_utc())
 }
 
-pub fn truncate_micros(t: OffsetDateTime) -> OffsetDateTime {
+pub(crate) fn truncate_micros(t: OffsetDateTime) -> OffsetDateTime {
     let ns = t.nanosecond();
     t.replace_nanosecond(ns - ns % 1_000).unwrap_or(t)
 }
 
 #[derive(Debug, Clone)]
-pub struct RunInfo {
-    pub project: Arc<str>,
-    pub agent_name: String,
-    pub started: OffsetDateTime,
-    pub finished: bool,
+pub(crate) struct RunInfo {
+    pub(crate) project: Arc<str>,
+    pub(crate) agent_name: String,
+    pub(crate) started: OffsetDateTime,
+    pub(crate) finished: bool,
 }
 
 /// What a finish call may do.
 #[derive(Debug, PartialEq)]
-pub enum FinishCheck {
+pub(crate) enum FinishCheck {
     /// Known run, timestamp matches: publish run_finished.
     Open,
     /// Already finished through this bridge: answer 204 again, publish nothing.
@@ -68,14 +68,14 @@ pub enum FinishCheck {
     NotFound,
 }
 
-pub struct RunTable {
+pub(crate) struct RunTable {
     map: HashMap<u128, RunInfo>,
     order: VecDeque<u128>,
     cap: usize,
 }
 
 impl RunTable {
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         Self {
             map: HashMap::new(),
             order: VecDeque::new(),
@@ -83,7 +83,7 @@ impl RunTable {
         }
     }
 
-    pub fn insert(&mut self, id: u128, info: RunInfo) {
+    pub(crate) fn insert(&mut self, id: u128, info: RunInfo) {
         while self.map.len() >= self.cap {
             match self.order.pop_front() {
                 Some(old) => {
@@ -97,7 +97,7 @@ impl RunTable {
         }
     }
 
-    pub fn get(&self, id: u128) -> Option<&RunInfo> {
+    pub(crate) fn get(&self, id: u128) -> Option<&RunInfo> {
         self.map.get(&id)
     }
 
@@ -106,7 +106,7 @@ impl RunTable {
         self.map.len()
     }
 
-    pub fn finish_check(&self, id: u128, project: &str, ts: OffsetDateTime) -> FinishCheck {
+    pub(crate) fn finish_check(&self, id: u128, project: &str, ts: OffsetDateTime) -> FinishCheck {
         let ts = truncate_micros(ts);
         match self.map.get(&id) {
             Some(r) if &*r.project != project || truncate_micros(r.started) != ts => {
@@ -125,7 +125,7 @@ impl RunTable {
         }
     }
 
-    pub fn mark_finished(&mut self, id: u128) {
+    pub(crate) fn mark_finished(&mut self, id: u128) {
         if let Some(r) = self.map.get_mut(&id) {
             r.finished = true;
         }

@@ -56,7 +56,7 @@ use tokio::sync::broadcast::Receiver;
 /// The longest run id looked up (the input contract's limit for ids).
 const MAX_RUN_ID_BYTES: usize = crate::contract::input::MAX_ID_BYTES;
 /// Runs one project stream can be narrowed to; a guard watching more follows the project.
-pub const MAX_STREAM_RUNS: usize = 1000;
+pub(crate) const MAX_STREAM_RUNS: usize = 1000;
 
 /// `?run_id=...` (repeated): the runs a project stream is narrowed to, or None for all.
 fn stream_runs(uri: &Uri) -> Result<Option<HashSet<String>>, IngestError> {

@@ -9,46 +9,46 @@
 mod request;
 mod send;
 
-pub use crate::config::notify::{Destination, NotifyConfig};
-pub use request::{sign, Request, SIGNATURE_HEADER, TIMESTAMP_HEADER};
-pub use send::{Outcome, Sender};
+pub(crate) use crate::config::notify::{Destination, NotifyConfig};
+pub(crate) use request::Request;
+pub(crate) use send::{Outcome, Sender};
 use std::collections::BTreeMap;
 
 /// Firing (an alert) or resolved (its resolution).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     Firing,
     Resolved,
 }
 
 /// What a destination is told, whatever its format.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Notification {
+pub(crate) struct Notification {
     /// The alert's event id: PagerDuty's dedup key and Alertmanager's `event_id` label, for
     /// the alert and for its resolution alike.
-    pub alert_id: String,
+    pub(crate) alert_id: String,
     /// This event's own id (the resolution's, for a resolution): `X-Eddy-Event-Id`.
-    pub event_id: String,
+    pub(crate) event_id: String,
     /// The event's `kind` (`fleet_alert`, `fleet_alert_resolved`): `X-Eddy-Event-Kind`.
-    pub kind: String,
-    pub status: Status,
+    pub(crate) kind: String,
+    pub(crate) status: Status,
     /// One line, for a phone's lock screen.
-    pub summary: String,
+    pub(crate) summary: String,
     /// Name → value, in the order shown (Slack, PagerDuty's custom details, Alertmanager's
     /// annotations).
-    pub details: Vec<(String, String)>,
+    pub(crate) details: Vec<(String, String)>,
     /// What identifies the alert's series (project, agent, version, metric), as
     /// Alertmanager labels and PagerDuty's component/group/class.
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// When the alert began (RFC 3339): the end of the window that raised it.
-    pub starts_at: String,
+    pub(crate) starts_at: String,
     /// The event exactly as published on the topic: the webhook's body.
-    pub event: Vec<u8>,
+    pub(crate) event: Vec<u8>,
 }
 
 /// Why a delivery failed.
 #[derive(Debug, thiserror::Error)]
-pub enum NotifyError {
+pub(crate) enum NotifyError {
     #[error("HTTP {status}: {body}")]
     Status {
         status: u16,
@@ -65,7 +65,7 @@ pub enum NotifyError {
 impl NotifyError {
     /// Worth trying again: no answer, a timeout, 408, 429 or a server error. Any other 4xx
     /// says this request will never be taken (a bad routing key, a revoked Slack hook).
-    pub fn retryable(&self) -> bool {
+    pub(crate) fn retryable(&self) -> bool {
         match self {
             NotifyError::Status { status, .. } => {
                 *status == 408 || *status == 429 || *status >= 500

@@ -7,21 +7,21 @@ use sha2::Sha256;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-pub const TIMESTAMP_HEADER: &str = "X-Eddy-Timestamp";
-pub const SIGNATURE_HEADER: &str = "X-Eddy-Signature";
+pub(crate) const TIMESTAMP_HEADER: &str = "X-Eddy-Timestamp";
+pub(crate) const SIGNATURE_HEADER: &str = "X-Eddy-Signature";
 
 /// An HTTP POST, ready to send.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    pub url: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+pub(crate) struct Request {
+    pub(crate) url: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Vec<u8>,
 }
 
 /// `v1=` and the hex HMAC-SHA256, keyed with `secret`, of `<timestamp>.<body>`. The timestamp
 /// is signed with the body so that a captured request cannot be replayed later under a fresh
 /// timestamp (receivers reject old ones; docs/fleet-alerts.md shows how to verify).
-pub fn sign(secret: &str, timestamp: i64, body: &[u8]) -> String {
+pub(crate) fn sign(secret: &str, timestamp: i64, body: &[u8]) -> String {
     // HMAC takes a key of any length.
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
     mac.update(timestamp.to_string().as_bytes());
@@ -40,7 +40,7 @@ fn json_body(v: &Value) -> Result<Vec<u8>, NotifyError> {
 
 impl Request {
     /// The request telling `dest` about `n`, sent at `now`.
-    pub fn build(
+    pub(crate) fn build(
         dest: &Destination,
         n: &Notification,
         now: OffsetDateTime,

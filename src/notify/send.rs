@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How one notification ended at one destination.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Delivered {
         attempts: u32,
     },
@@ -22,7 +22,7 @@ pub enum Outcome {
     Cancelled,
 }
 
-pub struct Sender {
+pub(crate) struct Sender {
     client: reqwest::Client,
     max_attempts: u32,
     backoff: Duration,
@@ -30,7 +30,7 @@ pub struct Sender {
 }
 
 impl Sender {
-    pub fn new(cfg: &NotifyConfig) -> Result<Self, NotifyError> {
+    pub(crate) fn new(cfg: &NotifyConfig) -> Result<Self, NotifyError> {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_millis(cfg.timeout_ms))
             .user_agent(concat!("eddy/", env!("CARGO_PKG_VERSION")))
@@ -46,7 +46,7 @@ impl Sender {
     }
 
     /// The delay before try `attempt + 1` (attempt ≥ 1), before jitter.
-    pub fn backoff(&self, attempt: u32, retry_after: Option<u64>) -> Duration {
+    pub(crate) fn backoff(&self, attempt: u32, retry_after: Option<u64>) -> Duration {
         let exp = self
             .backoff
             .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
@@ -80,7 +80,7 @@ impl Sender {
 
     /// Deliver `n` to destination `name`, trying until it is taken, refused, out of tries, or
     /// `shutdown` comes between tries.
-    pub async fn deliver(
+    pub(crate) async fn deliver(
         &self,
         name: &str,
         dest: &Destination,

@@ -8,26 +8,44 @@ use std::collections::BTreeMap;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+/// Why a query could not be bound or run.
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
+    /// No query by that name (the name, then the ones there are).
     #[error("unknown query `{0}`; available: {1}")]
     Unknown(String, String),
+    /// A parameter the query needs was not given.
     #[error("query `{query}` needs parameter `{name}` ({ty}): pass --param {name}=...")]
     MissingParam {
+        /// The query.
         query: String,
+        /// The parameter.
         name: String,
+        /// Its ClickHouse type.
         ty: String,
     },
+    /// A parameter's value does not parse as its type.
     #[error("parameter `{name}`: `{value}` is not a valid {ty}")]
     BadValue {
+        /// The parameter.
         name: String,
+        /// The value given.
         value: String,
+        /// Its ClickHouse type.
         ty: String,
     },
+    /// The query declares a parameter of a type eddy cannot bind.
     #[error("parameter `{name}` has type {ty}, which eddy does not bind (String, Date, DateTime, Int*/UInt*, Float*)")]
-    UnsupportedType { name: String, ty: String },
+    UnsupportedType {
+        /// The parameter.
+        name: String,
+        /// Its ClickHouse type.
+        ty: String,
+    },
+    /// A parameter was given that the query does not take.
     #[error("unknown parameter `{0}` for this query")]
     UnknownParam(String),
+    /// ClickHouse failed the query.
     #[error("ClickHouse: {0}")]
     ClickHouse(#[from] clickhouse::error::Error),
     /// The database, or eddy's tables in it, do not exist: a wrong `clickhouse_database`, or
@@ -95,6 +113,7 @@ const PACK: &[(&str, &str, Option<&str>)] = &[
     ),
 ];
 
+/// The names of the queries in the pack.
 pub fn names() -> Vec<&'static str> {
     PACK.iter().map(|p| p.0).collect()
 }
@@ -163,7 +182,7 @@ fn placeholders(sql: &str) -> Vec<(String, String, usize, usize)> {
 }
 
 /// Render `value` as a ClickHouse literal of type `ty`.
-pub fn literal(name: &str, ty: &str, value: &str) -> Result<String, QueryError> {
+pub(crate) fn literal(name: &str, ty: &str, value: &str) -> Result<String, QueryError> {
     let bad = || QueryError::BadValue {
         name: name.into(),
         value: value.into(),
@@ -263,15 +282,19 @@ pub fn bind(
 /// Rows as (column names, text cells); `*_hex` columns come back as base64 without the suffix.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
+    /// Column names, in order.
     pub columns: Vec<String>,
+    /// The rows, each value as ClickHouse printed it.
     pub rows: Vec<Vec<String>>,
 }
 
 impl Table {
+    /// The position of the column called `name`.
     pub fn column(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c == name)
     }
 
+    /// Writes the table aligned, for a terminal.
     pub fn print<W: std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
         let mut widths: Vec<usize> = self.columns.iter().map(|c| c.chars().count()).collect();
         for r in &self.rows {
@@ -318,7 +341,7 @@ pub async fn execute(
     fetch_tsv(client, &bound).await
 }
 
-/// Run SQL whose values are already literals (see [`literal`]) and read every cell as text.
+/// Run SQL whose values are already literals (see `literal`) and read every cell as text.
 pub async fn fetch_tsv(client: &clickhouse::Client, sql: &str) -> Result<Table, QueryError> {
     // `?` is the crate's own bind marker; our SQL never needs it, so escape any literal one.
     let text = format!("{} FORMAT TabSeparatedWithNames", sql.replace('?', "??"));
@@ -375,7 +398,7 @@ fn unescape(s: &str) -> String {
     out
 }
 
-/// Parse `TabSeparatedWithNames` output into a [`Table`] (as [`run`] returns it).
+/// Parse `TabSeparatedWithNames` output into a [`Table`] (as [`execute`] returns it).
 pub fn parse_tsv(text: &str) -> Table {
     let mut lines = text.lines();
     let mut columns: Vec<String> = lines

@@ -3,6 +3,7 @@
 use super::kind::Kind;
 use std::path::PathBuf;
 
+/// What `eddy simulate` generates: how many runs, of which kinds, over what time.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SimulateArgs {
     /// Number of runs.
@@ -11,6 +12,7 @@ pub struct SimulateArgs {
     /// Fraction of runs that loop (0 to 1).
     #[arg(long, default_value_t = 0.3, value_parser = parse_rate)]
     pub loop_rate: f64,
+    /// Random seed: the same seed gives the same fleet.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
     /// Number of projects.

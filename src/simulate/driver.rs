@@ -33,6 +33,7 @@ fn labels_line(t: &RunTruth) -> String {
     .to_string()
 }
 
+/// Generates a fleet and produces its events to the input topic.
 pub async fn produce_fleet(args: SimulateArgs, cfg: &KafkaConfig) -> Result<(), SimulateError> {
     if args.loop_rate > 0.0 && weights(&args, true).is_empty() {
         return Err(SimulateError::EmptyMix("looping"));

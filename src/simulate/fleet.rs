@@ -16,24 +16,24 @@ const AGENTS: &[&str] = &[
 
 /// What the simulator knows about one run it generated.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunTruth {
-    pub project_id: String,
-    pub run_id: String,
-    pub kind: Kind,
+pub(crate) struct RunTruth {
+    pub(crate) project_id: String,
+    pub(crate) run_id: String,
+    pub(crate) kind: Kind,
     /// step_index of the first looping step.
-    pub loop_from: Option<u64>,
+    pub(crate) loop_from: Option<u64>,
     /// step_index at which a reviewer would first call the run a loop: the third repeat of a
     /// call or thought (the second of a permanent error), the end of the second round of a
     /// cycle or a hand-off.
-    pub evident_at: Option<u64>,
-    pub finished: bool,
+    pub(crate) evident_at: Option<u64>,
+    pub(crate) finished: bool,
 }
 
 /// A generated fleet: events as (ts, run_id, JSON line) sorted by event time, and each run's truth.
 #[derive(Debug, Default)]
 pub struct Fleet {
-    pub events: Vec<(i64, String, String)>,
-    pub runs: Vec<RunTruth>,
+    pub(crate) events: Vec<(i64, String, String)>,
+    pub(crate) runs: Vec<RunTruth>,
 }
 
 /// Generate the whole fleet as (ts, run_id, json line), sorted by event time.
@@ -80,12 +80,12 @@ fn pick(rng: &mut StdRng, ws: &[(Kind, f64)]) -> Kind {
 
 /// The fleet and its ground truth. A class the mix turned off entirely is replaced by the other
 /// one (`run` refuses such a mix up front with a clear error).
-pub fn generate_fleet(args: &SimulateArgs) -> Fleet {
+pub(crate) fn generate_fleet(args: &SimulateArgs) -> Fleet {
     generate_fleet_with(args, || {})
 }
 
 /// [`generate_fleet`], calling `on_run` after each run is generated (for progress).
-pub fn generate_fleet_with(args: &SimulateArgs, mut on_run: impl FnMut()) -> Fleet {
+pub(crate) fn generate_fleet_with(args: &SimulateArgs, mut on_run: impl FnMut()) -> Fleet {
     let mut rng = StdRng::seed_from_u64(args.seed);
     let healthy = weights(args, false);
     let looping = weights(args, true);

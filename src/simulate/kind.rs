@@ -1,23 +1,37 @@
 //! The scenarios a run can follow, with what `eddy eval` needs to know of each (whether it
 //! loops, and which detector's definition the loop meets).
 
+/// A scenario a simulated run follows: healthy work, or a kind of loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
+    /// Does its task and finishes.
     Healthy,
+    /// Polls a job until it is done (repeats that are progress).
     Polling,
+    /// Retries a failing call, which then succeeds.
     RetryRecovers,
+    /// Pages through results (same tool, moving input).
     Pagination,
+    /// Hands work to sub-agents and back, each step new.
     Delegation,
+    /// Repeats the same call with the same input.
     ExactLoop,
+    /// Repeats a call whose input differs only in volatile fields (ids, timestamps).
     VolatileLoop,
+    /// Repeats the same thing in different words.
     ParaphraseLoop,
+    /// Retries a call that keeps failing authentication.
     AuthFailureLoop,
+    /// Alternates between two calls.
     PingPong,
+    /// Agents hand control around in a cycle.
     HandoffCycle,
+    /// Thinks without acting, over and over.
     ThinkLoop,
 }
 
 impl Kind {
+    /// Every kind, in a fixed order.
     pub const ALL: [Kind; 12] = [
         Kind::Healthy,
         Kind::Polling,
@@ -33,6 +47,7 @@ impl Kind {
         Kind::ThinkLoop,
     ];
 
+    /// The kind's name in labels and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Healthy => "healthy",
@@ -50,11 +65,11 @@ impl Kind {
         }
     }
 
-    pub fn loops(self) -> bool {
+    pub(crate) fn loops(self) -> bool {
         self.detector().is_some()
     }
 
-    pub fn multi_agent(self) -> bool {
+    pub(crate) fn multi_agent(self) -> bool {
         matches!(self, Kind::Delegation | Kind::HandoffCycle)
     }
 

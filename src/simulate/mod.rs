@@ -23,6 +23,6 @@ mod scenarios;
 mod steps;
 
 pub use args::SimulateArgs;
-pub use driver::{produce_fleet, summary, SimulateError};
-pub use fleet::{generate, generate_fleet, generate_fleet_with, Fleet, RunTruth};
+pub use driver::{produce_fleet, summary};
+pub use fleet::{generate, Fleet};
 pub use kind::Kind;

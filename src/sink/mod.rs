@@ -6,49 +6,82 @@
 pub mod rows;
 
 use crate::config::ClickHouseConfig;
-pub use rows::{RollupRow, RunRow, SignalRow, StepRow};
+pub use rows::{RollupRow, StepRow};
+pub(crate) use rows::{RunRow, SignalRow};
 
+/// Why ClickHouse could not be reached, set up or written.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
+    /// The server failed a request.
     #[error("ClickHouse at {url}: {source}")]
     ClickHouse {
+        /// The server's URL.
         url: String,
+        /// The client's error.
         #[source]
         source: clickhouse::error::Error,
     },
+    /// Migrations are pending and eddy may not run them.
     #[error(
         "ClickHouse database `{db}` lacks migrations {pending:?} and migrate_on_start is off. To \
          fix: run `eddy migrate` with an account that may run DDL (or apply `eddy migrate \
          --print`), or set migrate_on_start = true"
     )]
-    NotMigrated { db: String, pending: Vec<String> },
+    NotMigrated {
+        /// The database.
+        db: String,
+        /// The migrations not yet applied.
+        pending: Vec<String>,
+    },
+    /// A migration failed.
     #[error("migration {name} failed: {source}")]
     Migration {
+        /// The migration.
         name: String,
+        /// The client's error.
         #[source]
         source: clickhouse::error::Error,
     },
+    /// The server rejected the credentials.
     #[error(
         "ClickHouse at {url} rejected user `{user}`: {source}. To fix: check clickhouse_user and \
          clickhouse_password (env EDDY_CLICKHOUSE_USER / EDDY_CLICKHOUSE_PASSWORD)"
     )]
     Auth {
+        /// The server's URL.
         url: String,
+        /// The user rejected.
         user: String,
+        /// The client's error.
         #[source]
         source: clickhouse::error::Error,
     },
+    /// The TLS handshake failed.
     #[error(
         "ClickHouse at {url}: TLS failed: {reason}. To fix: set clickhouse_ca_file (env \
          EDDY_CLICKHOUSE_CA_FILE) to the PEM of the CA that signed the server's certificate, \
          and use the host name the certificate was issued for"
     )]
-    Tls { url: String, reason: String },
+    Tls {
+        /// The server's URL.
+        url: String,
+        /// rustls's reason.
+        reason: String,
+    },
+    /// `clickhouse_ca_file` could not be read or holds no certificate.
     #[error("clickhouse_ca_file {path}: {reason}")]
-    CaFile { path: String, reason: String },
+    CaFile {
+        /// The file.
+        path: String,
+        /// Why it is unusable.
+        reason: String,
+    },
     /// No answer within the flush's deadline (a hung or overloaded server): retried.
     #[error("ClickHouse did not answer the insert within {waited_ms} ms (flush_timeout_ms)")]
-    Timeout { waited_ms: u64 },
+    Timeout {
+        /// How long the insert waited.
+        waited_ms: u64,
+    },
 }
 
 /// The whole `source()` chain of an error on one line: the crate's network error hides the TLS
@@ -153,7 +186,7 @@ const MIGRATIONS: &[Migration] = &[
 
 /// The oldest server that gets the modern DDL: DateTime64 arrived in 20.1, TTL in 19.6 and
 /// LowCardinality without an experimental flag in 19.x; 20.3 is the first LTS with all three.
-pub const MODERN_SINCE: (u32, u32) = (20, 3);
+pub(crate) const MODERN_SINCE: (u32, u32) = (20, 3);
 
 /// Whether a `version()` string gets the modern DDL. Unparsable versions count as modern.
 pub fn is_modern(server_version: &str) -> bool {
@@ -171,7 +204,9 @@ pub fn is_modern(server_version: &str) -> bool {
 /// How the DDL is rendered: which form, on which cluster, with which retention.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DdlOptions {
+    /// The database the tables go in.
     pub db: String,
+    /// Whether the server takes the modern DDL (see [`is_modern`]).
     pub modern: bool,
     /// `ON CLUSTER` name: tables become `<name>_local` (Replicated*MergeTree) plus a Distributed
     /// `<name>` sharded by run, so every version of a row lands on one shard and FINAL is exact.
@@ -201,7 +236,7 @@ impl DdlOptions {
     /// Statements that precede the migrations: the database and the migration ledger (on a
     /// cluster, replicated to every node). Every statement is idempotent, so re-applying them
     /// changes nothing.
-    pub fn bootstrap(&self) -> Vec<String> {
+    pub(crate) fn bootstrap(&self) -> Vec<String> {
         let db = &self.db;
         // On a cluster the ledger is one replicated table on every node (one path for all
         // shards, so the replica name carries the shard too): a worker pointed at any node sees
@@ -358,6 +393,7 @@ fn created_table<'a>(stmt: &'a str, db: &str) -> Option<&'a str> {
     rest.split(|c: char| c.is_whitespace() || c == '(').next()
 }
 
+/// The ClickHouse writer: migrations and the batched inserts of steps, signals, runs and rollups.
 #[derive(Clone)]
 pub struct ClickHouseSink {
     client: clickhouse::Client,
@@ -367,27 +403,17 @@ pub struct ClickHouseSink {
     retention_days: u32,
 }
 
+/// Rows waiting for one insert, one vector per table.
 #[derive(Debug, Default)]
 pub struct Batch {
+    /// For `steps`.
     pub steps: Vec<StepRow>,
+    /// For `signals`.
     pub signals: Vec<SignalRow>,
+    /// For `runs`.
     pub runs: Vec<RunRow>,
+    /// For `rollups_minute`.
     pub rollups: Vec<RollupRow>,
-}
-
-impl Batch {
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    pub fn len(&self) -> usize {
-        self.steps.len() + self.signals.len() + self.runs.len() + self.rollups.len()
-    }
-    pub fn clear(&mut self) {
-        self.steps.clear();
-        self.signals.clear();
-        self.runs.clear();
-        self.rollups.clear();
-    }
 }
 
 /// A checked client for the readers (`eddy ui`, `eddy query`, fleet-watch), with eddy's
@@ -487,14 +513,12 @@ impl ClickHouseSink {
         }
     }
 
-    pub fn database(&self) -> &str {
-        &self.db
-    }
-
+    /// The checked client, for the readers' own queries.
     pub fn client(&self) -> &clickhouse::Client {
         &self.client
     }
 
+    /// The server's version string (which DDL it takes).
     pub async fn version(&self) -> Result<String, SinkError> {
         self.client
             .query("SELECT version()")
@@ -504,7 +528,7 @@ impl ClickHouseSink {
     }
 
     /// The DDL this server gets: probes `version()` for the modern or legacy form.
-    pub async fn ddl(&self) -> Result<DdlOptions, SinkError> {
+    pub(crate) async fn ddl(&self) -> Result<DdlOptions, SinkError> {
         let version = self.version().await?;
         Ok(DdlOptions {
             db: self.db.clone(),
@@ -516,7 +540,7 @@ impl ClickHouseSink {
 
     /// For a worker that must not run DDL: fails, naming what is missing, unless every
     /// migration has been applied (by `eddy migrate` or an administrator).
-    pub async fn check_migrated(&self) -> Result<(), SinkError> {
+    pub(crate) async fn check_migrated(&self) -> Result<(), SinkError> {
         let db = &self.db;
         let ddl = self.ddl().await?;
         // A missing database or ledger reads as "nothing applied", which the error then says.
@@ -642,7 +666,7 @@ impl ClickHouseSink {
     /// The rows of several batches, one insert per table, in batch order: a flush writes its
     /// partitions' batches as they are instead of first copying them into one (megabytes of
     /// rows per flush, moved again at every doubling of the merged vectors).
-    pub async fn insert_all(&self, batches: &[Batch]) -> Result<(), SinkError> {
+    pub(crate) async fn insert_all(&self, batches: &[Batch]) -> Result<(), SinkError> {
         // Slices gathered before the first await: a closure held across it would make the
         // future `Send` only for some lifetimes, which `tokio::spawn` refuses.
         let steps: Vec<&[StepRow]> = batches.iter().map(|b| b.steps.as_slice()).collect();

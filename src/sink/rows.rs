@@ -13,120 +13,129 @@ const ZERO_FP: [u8; 32] = [0; 32];
 /// Where a row came from: its source partition and offset (the ReplacingMergeTree version).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Origin {
+    /// The Kafka partition the step came from.
     pub partition: i32,
+    /// Its offset there.
     pub offset: i64,
 }
 
+/// A row of the `steps` table.
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
 pub struct StepRow {
-    pub project_id: String,
-    pub run_id: String,
-    pub step_index: u64,
-    pub ts: u32,
-    pub ts_ms: i64,
-    pub step_type: String,
-    pub agent: String,
-    pub caller: String,
-    pub tool_name: String,
+    pub(crate) project_id: String,
+    pub(crate) run_id: String,
+    pub(crate) step_index: u64,
+    pub(crate) ts: u32,
+    pub(crate) ts_ms: i64,
+    pub(crate) step_type: String,
+    pub(crate) agent: String,
+    pub(crate) caller: String,
+    pub(crate) tool_name: String,
+    /// Fills `raw_fp`: keelwave's fingerprint of the raw input.
     pub raw_fp: [u8; 32],
+    /// Fills `has_raw_fp`: 1 when `raw_fp` is set.
     pub has_raw_fp: u8,
+    /// Fills `canonical_input_fp`.
     pub canonical_input_fp: [u8; 32],
+    /// Fills `canonical_output_fp`.
     pub canonical_output_fp: [u8; 32],
-    pub tool_success: i8,
-    pub tool_latency_ms: f64,
-    pub tokens: u64,
-    pub cost_usd: f64,
-    pub tokens_in_context: u64,
-    pub content_len: u32,
-    pub src_partition: i32,
-    pub src_offset: i64,
+    pub(crate) tool_success: i8,
+    pub(crate) tool_latency_ms: f64,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: f64,
+    pub(crate) tokens_in_context: u64,
+    pub(crate) content_len: u32,
+    pub(crate) src_partition: i32,
+    pub(crate) src_offset: i64,
     /// Added by migration 3, so after the source columns, as in the table.
-    pub signal_event_id: String,
+    pub(crate) signal_event_id: String,
 }
 
+/// A row of the `signals` table.
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
 pub struct SignalRow {
-    pub event_id: String,
-    pub kind: String,
-    pub project_id: String,
-    pub run_id: String,
-    pub agent_name: String,
-    pub step_index: u64,
-    pub ts: u32,
-    pub ts_ms: i64,
-    pub detector: String,
-    pub severity: String,
-    pub pattern: String,
-    pub fingerprint: String,
-    pub hits: u32,
-    pub step_indices: Vec<u64>,
-    pub first_step_index: u64,
-    pub evidence: String,
-    pub src_partition: i32,
-    pub src_offset: i64,
-    pub advice: String,
+    pub(crate) event_id: String,
+    pub(crate) kind: String,
+    pub(crate) project_id: String,
+    pub(crate) run_id: String,
+    pub(crate) agent_name: String,
+    pub(crate) step_index: u64,
+    pub(crate) ts: u32,
+    pub(crate) ts_ms: i64,
+    pub(crate) detector: String,
+    pub(crate) severity: String,
+    pub(crate) pattern: String,
+    pub(crate) fingerprint: String,
+    pub(crate) hits: u32,
+    pub(crate) step_indices: Vec<u64>,
+    pub(crate) first_step_index: u64,
+    pub(crate) evidence: String,
+    pub(crate) src_partition: i32,
+    pub(crate) src_offset: i64,
+    pub(crate) advice: String,
 }
 
+/// A row of the `runs` table.
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
 pub struct RunRow {
-    pub project_id: String,
-    pub run_id: String,
-    pub event_id: String,
-    pub agent_name: String,
-    pub started_at: u32,
-    pub ended_at: u32,
-    pub ended_ms: i64,
-    pub status: String,
-    pub termination_reason: String,
-    pub termination_reason_reported: u8,
-    pub loop_detected: u8,
-    pub has_loop_step_index: u8,
-    pub loop_step_index: u64,
-    pub loop_caught_step_index: u64,
-    pub signals: u32,
-    pub redeliveries: u64,
-    pub steps: u64,
-    pub tool_calls: u64,
-    pub tokens: u64,
-    pub cost_usd: f64,
-    pub duration_ms: i64,
-    pub src_partition: i32,
-    pub src_offset: i64,
-    pub steers: u32,
-    pub has_steered_step_index: u8,
-    pub steered_step_index: u64,
-    pub steer_outcome: String,
+    pub(crate) project_id: String,
+    pub(crate) run_id: String,
+    pub(crate) event_id: String,
+    pub(crate) agent_name: String,
+    pub(crate) started_at: u32,
+    pub(crate) ended_at: u32,
+    pub(crate) ended_ms: i64,
+    pub(crate) status: String,
+    pub(crate) termination_reason: String,
+    pub(crate) termination_reason_reported: u8,
+    pub(crate) loop_detected: u8,
+    pub(crate) has_loop_step_index: u8,
+    pub(crate) loop_step_index: u64,
+    pub(crate) loop_caught_step_index: u64,
+    pub(crate) signals: u32,
+    pub(crate) redeliveries: u64,
+    pub(crate) steps: u64,
+    pub(crate) tool_calls: u64,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: f64,
+    pub(crate) duration_ms: i64,
+    pub(crate) src_partition: i32,
+    pub(crate) src_offset: i64,
+    pub(crate) steers: u32,
+    pub(crate) has_steered_step_index: u8,
+    pub(crate) steered_step_index: u64,
+    pub(crate) steer_outcome: String,
     /// Added by migration 4: the loop's steps as step numbers (0: unknown).
-    pub loop_step_number: u64,
-    pub loop_caught_step_number: u64,
+    pub(crate) loop_step_number: u64,
+    pub(crate) loop_caught_step_number: u64,
 }
 
 /// One run's contribution to one minute (`rollup_minute`).
 #[derive(Debug, Clone, PartialEq, Row, Serialize, Deserialize)]
 pub struct RollupRow {
-    pub project_id: String,
-    pub bucket: u32,
-    pub run_id: String,
-    pub agent_name: String,
-    pub runs_started: u8,
-    pub runs_ended: u8,
-    pub loop_runs: u8,
-    pub termination_reason: String,
-    pub steps: u32,
-    pub tool_calls: u32,
-    pub errors: u32,
-    pub tokens: u64,
-    pub cost_usd: f64,
-    pub loop_steps: u32,
-    pub loop_cost_usd: f64,
-    pub loops_caught: u8,
-    pub caught_after_steps: u64,
-    pub src_partition: i32,
-    pub src_offset: i64,
+    pub(crate) project_id: String,
+    pub(crate) bucket: u32,
+    pub(crate) run_id: String,
+    pub(crate) agent_name: String,
+    pub(crate) runs_started: u8,
+    pub(crate) runs_ended: u8,
+    pub(crate) loop_runs: u8,
+    pub(crate) termination_reason: String,
+    pub(crate) steps: u32,
+    pub(crate) tool_calls: u32,
+    pub(crate) errors: u32,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: f64,
+    pub(crate) loop_steps: u32,
+    pub(crate) loop_cost_usd: f64,
+    pub(crate) loops_caught: u8,
+    pub(crate) caught_after_steps: u64,
+    pub(crate) src_partition: i32,
+    pub(crate) src_offset: i64,
     /// Added by migration 4: 1 when the loop caught in this minute had its steps counted, and
     /// the count (see 0004_step_numbers.sql).
-    pub loops_counted: u8,
-    pub steps_to_catch: u64,
+    pub(crate) loops_counted: u8,
+    pub(crate) steps_to_catch: u64,
 }
 
 impl RollupRow {
@@ -176,6 +185,7 @@ fn ms_of(rfc3339: &str) -> i64 {
 }
 
 impl StepRow {
+    /// The row for `step`, fingerprinted, read at `src`.
     pub fn new(step: &Step, fps: &StepFingerprints, src: Origin) -> Self {
         Self {
             project_id: step.key.project_id.clone(),
@@ -212,7 +222,7 @@ impl StepRow {
 }
 
 impl SignalRow {
-    pub fn new(kind: &str, s: &Signal, src: Origin) -> Self {
+    pub(crate) fn new(kind: &str, s: &Signal, src: Origin) -> Self {
         let ts_ms = ms_of(&s.ts);
         Self {
             event_id: s.event_id.clone(),
@@ -239,7 +249,7 @@ impl SignalRow {
 }
 
 impl RunRow {
-    pub fn new(t: &RunTerminated, src: Origin) -> Self {
+    pub(crate) fn new(t: &RunTerminated, src: Origin) -> Self {
         let ended_ms = ms_of(&t.ts);
         Self {
             project_id: t.project_id.clone(),

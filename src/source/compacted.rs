@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 #[error("{topic}/{partition} could not be read to its end: no progress for {waited:?} ({last})")]
 pub struct Stalled {
-    pub topic: String,
-    pub partition: i32,
-    pub waited: Duration,
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
+    pub(crate) waited: Duration,
     /// The last Kafka error, or that nothing arrived.
-    pub last: String,
+    pub(crate) last: String,
 }
 
 /// Read `topic`/`partition` from its beginning to its end, handing every record to `each`.

@@ -7,29 +7,24 @@ use std::sync::Mutex;
 
 /// The last reported state of the group membership.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GroupState {
+pub(crate) struct GroupState {
     /// librdkafka's group handler state: `up` once a coordinator is known and connected,
     /// `query-coord` / `wait-coord` while it looks for one.
-    pub state: String,
+    pub(crate) state: String,
     /// Where the member is in a rebalance: `steady` between rebalances, `wait-join`,
     /// `wait-sync`, `wait-assign-call`, ... during one.
-    pub join_state: String,
+    pub(crate) join_state: String,
     /// Partitions assigned to this member.
-    pub assignment_size: i32,
+    pub(crate) assignment_size: i32,
     /// Milliseconds since the last assign or revoke.
-    pub rebalance_age_ms: i64,
-    pub rebalance_reason: String,
+    pub(crate) rebalance_age_ms: i64,
+    pub(crate) rebalance_reason: String,
 }
 
-impl GroupState {
-    /// A member of a settled group: the coordinator known and no rebalance under way.
-    pub fn is_steady(&self) -> bool {
-        self.state == "up" && self.join_state == "steady"
-    }
-}
+impl GroupState {}
 
 #[derive(Default)]
-pub struct GroupView {
+pub(crate) struct GroupView {
     last: Mutex<Option<GroupState>>,
 }
 

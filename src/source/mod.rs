@@ -1,6 +1,6 @@
 //! Kafka input: the group consumer, rebalance bookkeeping, topic set-up and changelog restore.
 pub mod compacted;
-pub mod group;
+pub(crate) mod group;
 pub mod restore;
 pub(crate) mod topics;
 
@@ -18,41 +18,60 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+/// Why the input side (topics, consumer, changelog restore) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// The Kafka client failed.
     #[error("Kafka client error: {0}")]
     Kafka(#[from] KafkaError),
+    /// A topic could not be created.
     #[error("cannot create topic {topic}: {source}")]
     CreateTopic {
+        /// The topic.
         topic: String,
+        /// The broker's reason.
         #[source]
         source: RDKafkaErrorCode,
     },
+    /// A topic eddy needs does not exist and may not be created.
     #[error("topic {0} does not exist (set create_topics = true or create it)")]
     MissingTopic(String),
+    /// The changelog and the input topic have different partition counts.
     #[error(
         "changelog topic {changelog} has {changelog_partitions} partitions but input topic {input} has {input_partitions}: they must be co-partitioned (delete the changelog or set changelog_topic to a new name)"
     )]
     NotCoPartitioned {
+        /// The input topic.
         input: String,
+        /// Its partitions.
         input_partitions: usize,
+        /// The changelog topic.
         changelog: String,
+        /// Its partitions.
         changelog_partitions: usize,
     },
+    /// Reading a compacted topic back did not finish.
     #[error(transparent)]
     Stalled(#[from] compacted::Stalled),
+    /// A changelog record could not be read.
     #[error("changelog record at {partition}/{offset} is unreadable: {why}")]
     Changelog {
+        /// Its partition.
         partition: i32,
+        /// Its offset.
         offset: i64,
+        /// What is wrong with it.
         why: String,
     },
     /// The brokers refused the connection in a way no retry fixes (rejected credentials, a
     /// certificate that does not verify). `reason` is librdkafka's, `fix` names the settings.
     #[error("Kafka at {brokers} refused the connection: {reason}. To fix: {fix}")]
     Security {
+        /// The brokers tried.
         brokers: String,
+        /// librdkafka's reason.
         reason: String,
+        /// The settings to check.
         fix: String,
     },
 }
@@ -65,7 +84,9 @@ pub struct Poisoned(pub &'static str);
 
 /// The assignment bookkeeping, or `Poisoned`: never a default standing in for it (an empty
 /// assignment, no revoke), which would drop partitions or rebalances without a word.
-pub fn lock_assignment(state: &Mutex<Assignment>) -> Result<MutexGuard<'_, Assignment>, Poisoned> {
+pub(crate) fn lock_assignment(
+    state: &Mutex<Assignment>,
+) -> Result<MutexGuard<'_, Assignment>, Poisoned> {
     state
         .lock()
         .map_err(|_| Poisoned("the partition assignment bookkeeping"))
@@ -73,25 +94,25 @@ pub fn lock_assignment(state: &Mutex<Assignment>) -> Result<MutexGuard<'_, Assig
 
 /// Assignment changes seen by librdkafka's rebalance callback, drained by the worker loop.
 #[derive(Default)]
-pub struct Assignment {
-    pub assigned: HashSet<i32>,
+pub(crate) struct Assignment {
+    pub(crate) assigned: HashSet<i32>,
     /// Partitions gone without a chance to drain (lost, eager protocol, or while closing):
     /// their uncommitted work is dropped.
-    pub revoked: Vec<i32>,
+    pub(crate) revoked: Vec<i32>,
     /// A cooperative revoke waiting for the worker: it flushes and commits the partitions, then
     /// hands them back with `incremental_unassign`. The rebalance waits for that call.
-    pub draining: Option<TopicPartitionList>,
+    pub(crate) draining: Option<TopicPartitionList>,
     /// While false, revokes are completed in the callback (shutdown: nothing would drain them).
-    pub defer_revokes: bool,
+    pub(crate) defer_revokes: bool,
     /// Wakes the worker loop when a revoke waits for it (it may be idle, waiting for a message).
-    pub wake: Arc<tokio::sync::Notify>,
+    pub(crate) wake: Arc<tokio::sync::Notify>,
     /// The worker holds back input (a full batch waits for its flush, or a rewind is under
     /// way): partitions assigned meanwhile are paused as soon as they are assigned, so no fetch
     /// starts before the worker can take it. The worker resumes them with the rest.
-    pub paused: bool,
+    pub(crate) paused: bool,
     /// A member of the group: set by every assignment (an empty one included), cleared when the
     /// assignment is lost. A worker not yet (or no longer) a member is not ready.
-    pub member: bool,
+    pub(crate) member: bool,
 }
 
 impl Assignment {
@@ -131,11 +152,11 @@ impl Assignment {
     }
 }
 
-pub struct RebalanceContext {
+pub(crate) struct RebalanceContext {
     topic: String,
-    pub state: Arc<Mutex<Assignment>>,
+    pub(crate) state: Arc<Mutex<Assignment>>,
     /// The group membership as librdkafka last reported it.
-    pub group: Arc<group::GroupView>,
+    pub(crate) group: Arc<group::GroupView>,
 }
 
 impl ClientContext for RebalanceContext {
@@ -293,9 +314,9 @@ impl RebalanceContext {
     }
 }
 
-pub type Input = StreamConsumer<RebalanceContext>;
+pub(crate) type Input = StreamConsumer<RebalanceContext>;
 
-pub fn consumer(cfg: &KafkaConfig) -> Result<(Input, Arc<Mutex<Assignment>>), SourceError> {
+pub(crate) fn consumer(cfg: &KafkaConfig) -> Result<(Input, Arc<Mutex<Assignment>>), SourceError> {
     let state = Arc::new(Mutex::new(Assignment::default()));
     let ctx = RebalanceContext {
         topic: cfg.topics.input.clone(),

@@ -28,18 +28,19 @@ const MAX_DECODERS: usize = 8;
 /// What a changelog partition says.
 #[derive(Default)]
 pub struct Restored {
-    pub applied_offset: Option<i64>,
+    pub(crate) applied_offset: Option<i64>,
     /// Per run, the input offset its record covers. Without transactions the records of one
     /// flush are not atomic: a crash can leave some runs' records newer than the meta record.
     /// Events of such a run below its own offset are already in its state and must not be
     /// applied again.
-    pub run_offsets: HashMap<RunKey, i64>,
-    pub meta: PartitionMeta,
+    pub(crate) run_offsets: HashMap<RunKey, i64>,
+    pub(crate) meta: PartitionMeta,
+    /// The runs restored, with their state.
     pub runs: Vec<(RunKey, RunState)>,
     /// Ended runs, oldest first.
-    pub ended: Vec<RunKey>,
-    pub records: u64,
-    pub elapsed: Duration,
+    pub(crate) ended: Vec<RunKey>,
+    pub(crate) records: u64,
+    pub(crate) elapsed: Duration,
 }
 
 /// Read changelog partition `partition` from the beginning to its end. Blocking: call it from
@@ -67,7 +68,7 @@ struct Latest {
 
 /// [`restore`] with client properties (brokers and security settings, see
 /// `KafkaConfig::client_props`).
-pub fn restore_with(
+pub(crate) fn restore_with(
     props: &[(String, String)],
     topic: &str,
     partition: i32,

@@ -18,7 +18,7 @@ use ipnet::IpNet;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-pub struct Gate {
+pub(crate) struct Gate {
     /// Token → user name.
     tokens: SecretTable<Arc<str>>,
     proxies: Vec<IpNet>,
@@ -70,7 +70,7 @@ fn presented_token(headers: &HeaderMap) -> Option<String> {
 
 impl Gate {
     /// From the UI's section; an error when nothing authenticates and open was not chosen.
-    pub fn new(cfg: &UiConfig) -> Result<Self, UiError> {
+    pub(crate) fn new(cfg: &UiConfig) -> Result<Self, UiError> {
         if !cfg.insecure_open && !cfg.has_auth() {
             return Err(UiError::NoAuth);
         }
@@ -90,7 +90,7 @@ impl Gate {
     }
 
     /// For the start-up log line: what lets a request in (never a token).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if self.open {
             return "none (ui_insecure_open): every page is served to anyone".into();
         }
@@ -164,7 +164,7 @@ impl Gate {
 }
 
 /// The middleware in front of every route.
-pub async fn require(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
+pub(crate) async fn require(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
     let peer = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()

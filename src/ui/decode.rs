@@ -9,7 +9,7 @@ use serde::de::{DeserializeOwned, Deserializer, Error as _, IntoDeserializer, Vi
 use std::str::FromStr;
 
 /// Every row of `table` as a `T`, its fields matched to columns by name.
-pub fn rows<T: DeserializeOwned>(table: &Table) -> Result<Vec<T>, Error> {
+pub(crate) fn rows<T: DeserializeOwned>(table: &Table) -> Result<Vec<T>, Error> {
     table
         .rows
         .iter()

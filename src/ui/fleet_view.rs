@@ -4,20 +4,20 @@ use super::queries::{AgentRow, SeriesRow, Window};
 use std::collections::HashMap;
 
 /// Lines drawn per chart (the agents with the most cost inside loops).
-pub const CHART_AGENTS: usize = 8;
+pub(crate) const CHART_AGENTS: usize = 8;
 
 /// A chart's lines: (agent, one value per bucket).
-pub type Series = Vec<(String, Vec<f64>)>;
+pub(crate) type Series = Vec<(String, Vec<f64>)>;
 
-pub struct Charts {
+pub(crate) struct Charts {
     /// The buckets' starts, epoch seconds.
-    pub xs: Vec<i64>,
+    pub(crate) xs: Vec<i64>,
     /// Whose lines are drawn, in the legend's order.
-    pub agents: Vec<String>,
+    pub(crate) agents: Vec<String>,
     /// Loop runs over runs ended, per bucket.
-    pub loop_rate: Series,
+    pub(crate) loop_rate: Series,
     /// Cost inside loops (USD), per bucket.
-    pub loop_cost: Series,
+    pub(crate) loop_cost: Series,
 }
 
 /// The start of every bucket that overlaps the window.
@@ -31,7 +31,7 @@ fn bucket_starts(w: &Window) -> Vec<i64> {
 }
 
 /// `agents` comes ordered by cost inside loops; the first [`CHART_AGENTS`] get a line.
-pub fn charts(w: &Window, agents: &[AgentRow], series: &[SeriesRow]) -> Charts {
+pub(crate) fn charts(w: &Window, agents: &[AgentRow], series: &[SeriesRow]) -> Charts {
     let xs = bucket_starts(w);
     let drawn: Vec<String> = agents
         .iter()

@@ -4,7 +4,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 /// RFC 3339 of epoch seconds: the fleet page's window.
-pub fn rfc3339(secs: i64) -> String {
+pub(crate) fn rfc3339(secs: i64) -> String {
     OffsetDateTime::from_unix_timestamp(secs)
         .ok()
         .and_then(|d| d.format(&Rfc3339).ok())
@@ -12,7 +12,7 @@ pub fn rfc3339(secs: i64) -> String {
 }
 
 /// `hh:mm:ss.mmm` of epoch milliseconds: a step's time (its run's date is in the summary).
-pub fn clock_ms(ms: i64) -> String {
+pub(crate) fn clock_ms(ms: i64) -> String {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .map(|d| {
             format!(
@@ -27,7 +27,7 @@ pub fn clock_ms(ms: i64) -> String {
 }
 
 /// `MM-DD hh:mm` of epoch seconds: a chart's x axis, short enough for three labels.
-pub fn short_time(secs: i64) -> String {
+pub(crate) fn short_time(secs: i64) -> String {
     OffsetDateTime::from_unix_timestamp(secs)
         .map(|d| {
             format!(

@@ -14,12 +14,12 @@ fn part(s: &str) -> String {
 }
 
 /// A run's page.
-pub fn run(project: &str, run: &str) -> String {
+pub(crate) fn run(project: &str, run: &str) -> String {
     format!("/runs/{}/{}", part(project), part(run))
 }
 
 /// The search for an agent's runs.
-pub fn agent_runs(agent: &str) -> String {
+pub(crate) fn agent_runs(agent: &str) -> String {
     format!("/search?agent={}", part(agent))
 }
 

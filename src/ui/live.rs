@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
-pub async fn page_handler() -> Html<String> {
+pub(crate) async fn page_handler() -> Html<String> {
     Html(templates::live::render().into_string())
 }
 
-pub async fn events(
+pub(crate) async fn events(
     State(st): State<Arc<AppState>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let updates = st.verdicts.subscribe();

@@ -31,29 +31,40 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// Why `eddy ui` could not start or answer.
 #[derive(Debug, thiserror::Error)]
 pub enum UiError {
+    /// `ui_addr` is not a socket address.
     #[error("ui_addr `{0}` is not a socket address")]
     Addr(String),
+    /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address tried.
         addr: String,
+        /// The operating system's reason.
         #[source]
         source: std::io::Error,
     },
+    /// The HTTP server stopped with an error.
     #[error("server: {0}")]
     Serve(#[source] std::io::Error),
+    /// ClickHouse could not be reached.
     #[error(transparent)]
     Sink(#[from] crate::sink::SinkError),
+    /// The signals topic could not be read.
     #[error(transparent)]
     Verdict(#[from] crate::verdict::VerdictError),
+    /// A query failed.
     #[error(transparent)]
     Query(#[from] crate::query::QueryError),
     /// A query's result did not fit its row type: the SQL and its struct disagree.
     #[error("reading a query's result: {0}")]
     Decode(#[from] serde::de::value::Error),
+    /// A request the UI cannot answer (400).
     #[error("{0}")]
     BadRequest(String),
+    /// No authentication is configured, and open access was not asked for.
     #[error(
         "eddy ui serves every run's steps, tools and costs, and no authentication is configured. \
          Set one of: ui_tokens (EDDY_UI_TOKENS=\"<token>=<user>\"; make a token with \
@@ -63,8 +74,10 @@ pub enum UiError {
          (EDDY_UI_INSECURE_OPEN=true, or `eddy ui --insecure-open`)"
     )]
     NoAuth,
+    /// The authentication settings are unusable.
     #[error("invalid ui configuration: {0}")]
     Auth(String),
+    /// The admin server failed.
     #[error(transparent)]
     Admin(#[from] crate::admin::AdminError),
 }

@@ -6,14 +6,14 @@ use crate::query::parse_datetime;
 use std::collections::BTreeMap;
 
 /// Named ranges offered on the fleet page, in seconds.
-pub const RANGES: &[(&str, i64)] = &[
+pub(crate) const RANGES: &[(&str, i64)] = &[
     ("1h", 3600),
     ("6h", 6 * 3600),
     ("24h", 86400),
     ("7d", 7 * 86400),
     ("30d", 30 * 86400),
 ];
-pub const BUCKETS: &[u32] = &[60, 300, 900, 3600, 6 * 3600, 86400];
+pub(crate) const BUCKETS: &[u32] = &[60, 300, 900, 3600, 6 * 3600, 86400];
 const DEFAULT_RANGE: &str = "24h";
 
 fn bad(what: &str, v: &str) -> UiError {
@@ -27,18 +27,18 @@ fn given<'a>(p: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
 
 /// The fleet page's choices, as asked; `to` is resolved later (its default needs a query).
 #[derive(Debug, Clone, PartialEq)]
-pub struct FleetParams {
-    pub range_name: String,
+pub(crate) struct FleetParams {
+    pub(crate) range_name: String,
     range: i64,
-    pub bucket: u32,
-    pub project: Option<String>,
-    pub to: Option<i64>,
+    pub(crate) bucket: u32,
+    pub(crate) project: Option<String>,
+    pub(crate) to: Option<i64>,
     /// `to` as typed, shown back in the form.
-    pub to_text: String,
+    pub(crate) to_text: String,
 }
 
 impl FleetParams {
-    pub fn parse(p: &BTreeMap<String, String>) -> Result<Self, UiError> {
+    pub(crate) fn parse(p: &BTreeMap<String, String>) -> Result<Self, UiError> {
         let range_name = p.get("range").map_or(DEFAULT_RANGE, String::as_str);
         let range = RANGES
             .iter()
@@ -72,7 +72,7 @@ impl FleetParams {
     }
 
     /// The window ending at `to`.
-    pub fn window(&self, to: i64) -> Window {
+    pub(crate) fn window(&self, to: i64) -> Window {
         Window {
             from: to - self.range,
             to,
@@ -84,14 +84,14 @@ impl FleetParams {
 
 /// The search form's fields as typed (trimmed), and the search they ask for.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SearchParams {
-    pub from_text: String,
-    pub to_text: String,
-    pub search: Search,
+pub(crate) struct SearchParams {
+    pub(crate) from_text: String,
+    pub(crate) to_text: String,
+    pub(crate) search: Search,
 }
 
 impl SearchParams {
-    pub fn parse(p: &BTreeMap<String, String>) -> Result<Self, UiError> {
+    pub(crate) fn parse(p: &BTreeMap<String, String>) -> Result<Self, UiError> {
         let text = |k: &str| p.get(k).map(|v| v.trim().to_string()).unwrap_or_default();
         let time_of = |k: &str, v: &str| -> Result<Option<i64>, UiError> {
             if v.is_empty() {

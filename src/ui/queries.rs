@@ -9,11 +9,11 @@ use serde::Deserialize;
 
 /// A time window `[from, to)` in epoch seconds, a chart bucket, and an optional project.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Window {
-    pub from: i64,
-    pub to: i64,
-    pub bucket: u32,
-    pub project: Option<String>,
+pub(crate) struct Window {
+    pub(crate) from: i64,
+    pub(crate) to: i64,
+    pub(crate) bucket: u32,
+    pub(crate) project: Option<String>,
 }
 
 fn s(v: &str) -> String {
@@ -55,7 +55,7 @@ fn latest_sql() -> &'static str {
 }
 
 /// The start of the newest rollup minute, 0 when there is none: where the default window ends.
-pub async fn latest(client: &clickhouse::Client) -> Result<i64, UiError> {
+pub(crate) async fn latest(client: &clickhouse::Client) -> Result<i64, UiError> {
     let rows: Vec<Latest> = fetch(client, latest_sql().into()).await?;
     Ok(rows.first().map_or(0, |l| i64::from(l.latest)))
 }
@@ -63,13 +63,13 @@ pub async fn latest(client: &clickhouse::Client) -> Result<i64, UiError> {
 /// One agent in one chart bucket.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SeriesRow {
+pub(crate) struct SeriesRow {
     /// The bucket's start, epoch seconds.
-    pub t: i64,
-    pub agent: String,
-    pub ended: u64,
-    pub loops: u64,
-    pub loop_cost: f64,
+    pub(crate) t: i64,
+    pub(crate) agent: String,
+    pub(crate) ended: u64,
+    pub(crate) loops: u64,
+    pub(crate) loop_cost: f64,
 }
 
 /// Runs count in the bucket they ended in, cost in the bucket it was spent in (see
@@ -88,14 +88,14 @@ fn series_sql(w: &Window) -> String {
 /// One agent over the whole window: the table under the charts.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AgentRow {
-    pub agent: String,
-    pub ended: u64,
-    pub loops: u64,
+pub(crate) struct AgentRow {
+    pub(crate) agent: String,
+    pub(crate) ended: u64,
+    pub(crate) loops: u64,
     /// Loop runs over runs ended, 0 to 1.
-    pub loop_rate: f64,
-    pub loop_cost: f64,
-    pub cost: f64,
+    pub(crate) loop_rate: f64,
+    pub(crate) loop_cost: f64,
+    pub(crate) cost: f64,
 }
 
 /// Ordered by cost inside loops: the charts draw the first few.
@@ -112,10 +112,10 @@ fn agents_sql(w: &Window) -> String {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TerminationRow {
+pub(crate) struct TerminationRow {
     /// Empty when the run's end named none.
-    pub reason: String,
-    pub runs: u64,
+    pub(crate) reason: String,
+    pub(crate) runs: u64,
 }
 
 fn terminations_sql(w: &Window) -> String {
@@ -128,10 +128,10 @@ fn terminations_sql(w: &Window) -> String {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DetectorRow {
+pub(crate) struct DetectorRow {
     pub detector: String,
-    pub signals: u64,
-    pub runs: u64,
+    pub(crate) signals: u64,
+    pub(crate) runs: u64,
 }
 
 fn detectors_sql(w: &Window) -> String {
@@ -144,20 +144,20 @@ fn detectors_sql(w: &Window) -> String {
 
 /// A run named by its project and id.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunRef {
-    pub project: String,
-    pub run: String,
+pub(crate) struct RunRef {
+    pub(crate) project: String,
+    pub(crate) run: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PatternRow {
-    pub detector: String,
-    pub pattern: String,
-    pub signals: u64,
-    pub runs: u64,
+pub(crate) struct PatternRow {
+    pub(crate) detector: String,
+    pub(crate) pattern: String,
+    pub(crate) signals: u64,
+    pub(crate) runs: u64,
     #[serde(deserialize_with = "run_refs")]
-    pub examples: Vec<RunRef>,
+    pub(crate) examples: Vec<RunRef>,
 }
 
 /// The examples column of [`patterns_sql`]: runs separated by tabs, each `project\nrun`.
@@ -188,16 +188,16 @@ fn patterns_sql(w: &Window) -> String {
 }
 
 /// Everything the fleet page shows over one window.
-pub struct Fleet {
-    pub series: Vec<SeriesRow>,
-    pub agents: Vec<AgentRow>,
-    pub terminations: Vec<TerminationRow>,
-    pub detectors: Vec<DetectorRow>,
-    pub patterns: Vec<PatternRow>,
+pub(crate) struct Fleet {
+    pub(crate) series: Vec<SeriesRow>,
+    pub(crate) agents: Vec<AgentRow>,
+    pub(crate) terminations: Vec<TerminationRow>,
+    pub(crate) detectors: Vec<DetectorRow>,
+    pub(crate) patterns: Vec<PatternRow>,
 }
 
 /// The fleet page's five queries, concurrently.
-pub async fn fleet(client: &clickhouse::Client, w: &Window) -> Result<Fleet, UiError> {
+pub(crate) async fn fleet(client: &clickhouse::Client, w: &Window) -> Result<Fleet, UiError> {
     let (series, agents, terminations, detectors, patterns) = futures::try_join!(
         fetch(client, series_sql(w)),
         fetch(client, agents_sql(w)),
@@ -221,21 +221,21 @@ fn run_filter(project: &str, run: &str) -> String {
 /// A run's row in `runs`, written when it ended.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RunRow {
-    pub agent_name: String,
-    pub status: String,
-    pub termination_reason: String,
-    pub loop_detected: bool,
+pub(crate) struct RunRow {
+    pub(crate) agent_name: String,
+    pub(crate) status: String,
+    pub(crate) termination_reason: String,
+    pub(crate) loop_detected: bool,
     /// Whether `loop_step_index` means anything (a loop can be caught without an onset).
-    pub has_loop_step_index: bool,
-    pub loop_step_index: u64,
-    pub loop_caught_step_index: u64,
-    pub signals: u32,
-    pub steps: u64,
-    pub tokens: u64,
-    pub cost: f64,
-    pub started: String,
-    pub ended: String,
+    pub(crate) has_loop_step_index: bool,
+    pub(crate) loop_step_index: u64,
+    pub(crate) loop_caught_step_index: u64,
+    pub(crate) signals: u32,
+    pub(crate) steps: u64,
+    pub(crate) tokens: u64,
+    pub(crate) cost: f64,
+    pub(crate) started: String,
+    pub(crate) ended: String,
 }
 
 fn run_sql(project: &str, run: &str) -> String {
@@ -249,22 +249,22 @@ fn run_sql(project: &str, run: &str) -> String {
 }
 
 /// At most this many steps are drawn (a runaway run can have many more).
-pub const MAX_STEPS: u32 = 2000;
+pub(crate) const MAX_STEPS: u32 = 2000;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StepRow {
-    pub step_index: u64,
-    pub ts_ms: i64,
-    pub step_type: String,
-    pub tool_name: String,
+pub(crate) struct StepRow {
+    pub(crate) step_index: u64,
+    pub(crate) ts_ms: i64,
+    pub(crate) step_type: String,
+    pub(crate) tool_name: String,
     /// Lower-case hex; all zeros when the step has no tool input.
-    pub input_fp: String,
+    pub(crate) input_fp: String,
     /// 1 succeeded, 0 failed, anything else: not a tool call.
-    pub tool_success: i8,
-    pub tool_latency_ms: f64,
-    pub tokens: u64,
-    pub cost: f64,
+    pub(crate) tool_success: i8,
+    pub(crate) tool_latency_ms: f64,
+    pub(crate) tokens: u64,
+    pub(crate) cost: f64,
 }
 
 fn steps_sql(project: &str, run: &str) -> String {
@@ -279,18 +279,18 @@ fn steps_sql(project: &str, run: &str) -> String {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SignalRow {
-    pub kind: String,
-    pub detector: String,
-    pub severity: String,
-    pub pattern: String,
-    pub step_index: u64,
-    pub first_step_index: u64,
-    pub hits: u32,
+pub(crate) struct SignalRow {
+    pub(crate) kind: String,
+    pub(crate) detector: String,
+    pub(crate) severity: String,
+    pub(crate) pattern: String,
+    pub(crate) step_index: u64,
+    pub(crate) first_step_index: u64,
+    pub(crate) hits: u32,
     /// The steps the signal saw, comma-separated.
-    pub indices: String,
+    pub(crate) indices: String,
     /// JSON, as the detector wrote it.
-    pub evidence: String,
+    pub(crate) evidence: String,
 }
 
 fn signals_sql(project: &str, run: &str) -> String {
@@ -303,14 +303,18 @@ fn signals_sql(project: &str, run: &str) -> String {
 }
 
 /// Everything the run page shows; `summary` is None until the run has ended.
-pub struct Run {
-    pub summary: Option<RunRow>,
-    pub steps: Vec<StepRow>,
-    pub signals: Vec<SignalRow>,
+pub(crate) struct Run {
+    pub(crate) summary: Option<RunRow>,
+    pub(crate) steps: Vec<StepRow>,
+    pub(crate) signals: Vec<SignalRow>,
 }
 
 /// The run page's three queries, concurrently.
-pub async fn run(client: &clickhouse::Client, project: &str, run: &str) -> Result<Run, UiError> {
+pub(crate) async fn run(
+    client: &clickhouse::Client,
+    project: &str,
+    run: &str,
+) -> Result<Run, UiError> {
     let (summary, steps, signals) = futures::try_join!(
         fetch::<RunRow>(client, run_sql(project, run)),
         fetch(client, steps_sql(project, run)),
@@ -325,26 +329,26 @@ pub async fn run(client: &clickhouse::Client, project: &str, run: &str) -> Resul
 
 /// Search criteria; empty ones do not filter.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Search {
-    pub run_id: String,
-    pub agent: String,
-    pub from: Option<i64>,
-    pub to: Option<i64>,
+pub(crate) struct Search {
+    pub(crate) run_id: String,
+    pub(crate) agent: String,
+    pub(crate) from: Option<i64>,
+    pub(crate) to: Option<i64>,
 }
 
-pub const SEARCH_LIMIT: u32 = 100;
+pub(crate) const SEARCH_LIMIT: u32 = 100;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SearchRow {
-    pub project_id: String,
-    pub run_id: String,
-    pub agent_name: String,
-    pub ended: String,
-    pub termination_reason: String,
-    pub loop_detected: bool,
-    pub steps: u64,
-    pub cost: f64,
+pub(crate) struct SearchRow {
+    pub(crate) project_id: String,
+    pub(crate) run_id: String,
+    pub(crate) agent_name: String,
+    pub(crate) ended: String,
+    pub(crate) termination_reason: String,
+    pub(crate) loop_detected: bool,
+    pub(crate) steps: u64,
+    pub(crate) cost: f64,
 }
 
 fn search_sql(q: &Search) -> String {
@@ -370,7 +374,10 @@ fn search_sql(q: &Search) -> String {
 }
 
 /// The runs matching `q`, newest first, at most [`SEARCH_LIMIT`].
-pub async fn search(client: &clickhouse::Client, q: &Search) -> Result<Vec<SearchRow>, UiError> {
+pub(crate) async fn search(
+    client: &clickhouse::Client,
+    q: &Search,
+) -> Result<Vec<SearchRow>, UiError> {
     fetch(client, search_sql(q)).await
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 type Params = Query<BTreeMap<String, String>>;
 type Page = Result<Html<String>, UiError>;
 
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(fleet))
         .route("/runs/{project_id}/{run_id}", get(run))

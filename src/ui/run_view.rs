@@ -6,13 +6,13 @@ use std::collections::HashMap;
 
 /// The loop's onset and the verdict's step, when the run's row has them.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Loop {
-    pub start: Option<u64>,
-    pub caught: Option<u64>,
+pub(crate) struct Loop {
+    pub(crate) start: Option<u64>,
+    pub(crate) caught: Option<u64>,
 }
 
 impl Loop {
-    pub fn of(run: Option<&RunRow>) -> Self {
+    pub(crate) fn of(run: Option<&RunRow>) -> Self {
         run.map_or_else(Self::default, |r| Self {
             start: r.has_loop_step_index.then_some(r.loop_step_index),
             caught: r.loop_detected.then_some(r.loop_caught_step_index),
@@ -21,12 +21,12 @@ impl Loop {
 }
 
 /// A step as the table and the timeline show it.
-pub struct StepView<'a> {
-    pub row: &'a StepRow,
+pub(crate) struct StepView<'a> {
+    pub(crate) row: &'a StepRow,
     /// How many steps of the run have this step's tool and canonical input (1: only itself).
-    pub repeats: usize,
-    pub in_loop: bool,
-    pub caught: bool,
+    pub(crate) repeats: usize,
+    pub(crate) in_loop: bool,
+    pub(crate) caught: bool,
 }
 
 /// A step without tool input has an all-zero fingerprint; it repeats nothing.
@@ -35,7 +35,7 @@ fn has_input(step: &StepRow) -> bool {
 }
 
 /// A step repeats when its tool and canonical input were seen elsewhere in the run.
-pub fn steps<'a>(rows: &'a [StepRow], lp: Loop) -> Vec<StepView<'a>> {
+pub(crate) fn steps<'a>(rows: &'a [StepRow], lp: Loop) -> Vec<StepView<'a>> {
     let mut counts: HashMap<(&str, &str), usize> = HashMap::new();
     for r in rows.iter().filter(|r| has_input(r)) {
         *counts.entry((&r.tool_name, &r.input_fp)).or_default() += 1;
@@ -55,12 +55,12 @@ pub fn steps<'a>(rows: &'a [StepRow], lp: Loop) -> Vec<StepView<'a>> {
 }
 
 impl StepView<'_> {
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.row.tool_success == 0
     }
 
     /// The row's classes (the stylesheet colours them; the browser test reads `rep`, `caught`).
-    pub fn class(&self) -> Option<String> {
+    pub(crate) fn class(&self) -> Option<String> {
         let flags = [
             (self.repeats > 1, "rep"),
             (self.failed(), "err"),
@@ -72,7 +72,7 @@ impl StepView<'_> {
     }
 
     /// The input fingerprint's first 12 hex digits; blank without tool input.
-    pub fn input_fp(&self) -> &str {
+    pub(crate) fn input_fp(&self) -> &str {
         let fp = &self.row.input_fp;
         if has_input(self.row) {
             fp.get(..12).unwrap_or(fp)
@@ -81,7 +81,7 @@ impl StepView<'_> {
         }
     }
 
-    pub fn success(&self) -> &'static str {
+    pub(crate) fn success(&self) -> &'static str {
         match self.row.tool_success {
             1 => "ok",
             0 => "failed",
@@ -89,7 +89,7 @@ impl StepView<'_> {
         }
     }
 
-    pub fn mark(&self) -> Mark {
+    pub(crate) fn mark(&self) -> Mark {
         Mark {
             step_index: self.row.step_index,
             ok: !self.failed(),
@@ -99,7 +99,11 @@ impl StepView<'_> {
 }
 
 /// The summary table's (label, value) lines.
-pub fn summary(project: &str, run_id: &str, run: Option<&RunRow>) -> Vec<(&'static str, String)> {
+pub(crate) fn summary(
+    project: &str,
+    run_id: &str,
+    run: Option<&RunRow>,
+) -> Vec<(&'static str, String)> {
     let mut kv = vec![
         ("project", project.to_string()),
         ("run", run_id.to_string()),
@@ -131,7 +135,7 @@ pub fn summary(project: &str, run_id: &str, run: Option<&RunRow>) -> Vec<(&'stat
 pub(crate) mod tests {
     use super::*;
 
-    pub fn step(i: u64, tool: &str, fp: &str, success: i8) -> StepRow {
+    pub(crate) fn step(i: u64, tool: &str, fp: &str, success: i8) -> StepRow {
         StepRow {
             step_index: i,
             ts_ms: 0,
@@ -145,7 +149,7 @@ pub(crate) mod tests {
         }
     }
 
-    pub fn ended(loop_start: Option<u64>, caught: Option<u64>) -> RunRow {
+    pub(crate) fn ended(loop_start: Option<u64>, caught: Option<u64>) -> RunRow {
         RunRow {
             agent_name: "a".into(),
             status: "completed".into(),

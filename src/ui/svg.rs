@@ -67,7 +67,7 @@ fn x_labels(n: usize) -> Vec<(usize, &'static str)> {
 }
 
 /// One line per series over the bucket starts `xs` (a missing bucket is a zero).
-pub fn line_chart(
+pub(crate) fn line_chart(
     id: &str,
     xs: &[i64],
     series: &[(String, Vec<f64>)],
@@ -121,7 +121,7 @@ fn series_line(plot: &Plot, colour: &str, name: &str, values: &[f64]) -> Markup 
 }
 
 /// Horizontal bars, one per (label, value), longest first as given.
-pub fn bar_chart(id: &str, rows: &[(String, f64)]) -> Markup {
+pub(crate) fn bar_chart(id: &str, rows: &[(String, f64)]) -> Markup {
     let max = rows.iter().map(|r| r.1).fold(0.0_f64, f64::max).max(1.0);
     let (w, row_h, label_w) = (560.0, 22.0, 180.0);
     let h = row_h * rows.len().max(1) as f64 + 4.0;
@@ -141,10 +141,10 @@ pub fn bar_chart(id: &str, rows: &[(String, f64)]) -> Markup {
 }
 
 /// What a step is, for the timeline.
-pub struct Mark {
-    pub step_index: u64,
-    pub ok: bool,
-    pub repeated: bool,
+pub(crate) struct Mark {
+    pub(crate) step_index: u64,
+    pub(crate) ok: bool,
+    pub(crate) repeated: bool,
 }
 
 impl Mark {
@@ -158,7 +158,7 @@ impl Mark {
 }
 
 /// A run's steps as a strip of cells, with the loop start and the verdict marked.
-pub fn timeline(marks: &[Mark], loop_start: Option<u64>, caught: Option<u64>) -> Markup {
+pub(crate) fn timeline(marks: &[Mark], loop_start: Option<u64>, caught: Option<u64>) -> Markup {
     let (w, h) = (1100.0, 64.0);
     let cell = (w - 20.0) / marks.len().max(1) as f64;
     // A step index the run skipped is drawn where the next step it has is.

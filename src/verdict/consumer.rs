@@ -34,17 +34,17 @@ fn now_ms() -> i64 {
 }
 
 /// What to read and how to reach it.
-pub struct Subscription {
+pub(crate) struct Subscription {
     /// Connection and security properties (`KafkaConfig::client_props`, or just
     /// `bootstrap.servers` for an agent).
-    pub props: Vec<(String, String)>,
-    pub topic: String,
+    pub(crate) props: Vec<(String, String)>,
+    pub(crate) topic: String,
     /// Start this far back (broker time); zero starts at the end.
-    pub lookback: Duration,
+    pub(crate) lookback: Duration,
 }
 
 /// Start the consumer task; it runs until `shutdown` is cancelled.
-pub fn spawn(
+pub(crate) fn spawn(
     subscription: Subscription,
     verdicts: Arc<Verdicts>,
     shutdown: CancellationToken,

@@ -2,14 +2,14 @@
 //!
 //! eddy's worker publishes signals to the output topic; this stage reads them back for the
 //! places that stop agents: `eddy ingest-http`'s verdict routes and the Rust agent guard
-//! (`crate::agent::Guard`). A consumer task ([`consumer::spawn`]) assigns itself every partition
-//! (no group, no commits: every reader sees everything) and feeds a bounded [`VerdictTable`];
-//! new signals are also broadcast to whoever streams them, and kept in a bounded [`Journal`]
+//! (`crate::agent::Guard`). A consumer task (`consumer::spawn`) assigns itself every partition
+//! (no group, no commits: every reader sees everything) and feeds a bounded `VerdictTable`;
+//! new signals are also broadcast to whoever streams them, and kept in a bounded `Journal`
 //! that a project's stream resumes from after a reconnect.
-pub mod consumer;
-pub mod table;
+pub(crate) mod consumer;
+pub(crate) mod table;
 
-pub use table::{reaches, Applied, RunVerdict, VerdictConfig, VerdictTable};
+pub(crate) use table::{Applied, RunVerdict, VerdictConfig, VerdictTable};
 
 use crate::contract::{OutputEvent, RunKey, Severity, Signal};
 use std::collections::VecDeque;
@@ -17,13 +17,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{broadcast, watch};
 
+/// Why the signals topic could not be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum VerdictError {
+    /// The consumer could not be created.
     #[error("cannot create the signals consumer: {0}")]
     Create(#[source] rdkafka::error::KafkaError),
+    /// The topic's partitions could not be assigned.
     #[error("cannot assign the partitions of {topic}: {source}")]
     Assign {
+        /// The signals topic.
         topic: String,
+        /// The client's error.
         #[source]
         source: rdkafka::error::KafkaError,
     },
@@ -31,7 +36,7 @@ pub enum VerdictError {
 
 /// A change a streaming reader is told about.
 #[derive(Debug, Clone)]
-pub enum Update {
+pub(crate) enum Update {
     /// A signal not seen before (copies with the same `event_id` are not repeated).
     Signal(Arc<Signal>),
     /// The run ended.
@@ -45,21 +50,21 @@ const UPDATES_BUFFERED: usize = 1024;
 /// Updates the journal holds for streams to resume from. At a few hundred bytes each this is
 /// some tens of MB at most; a client away for longer than this many updates is resent the
 /// table instead (see [`Journal::after`]).
-pub const JOURNAL_UPDATES: usize = 65_536;
+pub(crate) const JOURNAL_UPDATES: usize = 65_536;
 
 /// One update as every stream sends it: serialized once, whatever the number of streams.
 #[derive(Debug, Clone)]
-pub struct Entry {
-    pub seq: u64,
-    pub project_id: Arc<str>,
-    pub run_id: Arc<str>,
+pub(crate) struct Entry {
+    pub(crate) seq: u64,
+    pub(crate) project_id: Arc<str>,
+    pub(crate) run_id: Arc<str>,
     /// None for the end of a run (it passes every severity filter).
-    pub severity: Option<Severity>,
+    pub(crate) severity: Option<Severity>,
     /// The SSE event name: `signal` or `run_terminated`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The output event as JSON: the signal with its `kind`, or
     /// `{"kind":"run_terminated","project_id","run_id"}`.
-    pub data: Arc<str>,
+    pub(crate) data: Arc<str>,
 }
 
 impl Entry {
@@ -94,7 +99,7 @@ impl Entry {
 }
 
 /// The last `cap` updates, numbered from 1 without gaps.
-pub struct Journal {
+pub(crate) struct Journal {
     entries: VecDeque<Entry>,
     /// Updates kept (0: none; an agent's guard or the UI streams nothing to resume).
     cap: usize,
@@ -104,7 +109,7 @@ pub struct Journal {
 
 /// What a stream resuming after update `seq` is sent.
 #[derive(Debug)]
-pub enum Resume {
+pub(crate) enum Resume {
     /// Every update after it is still held: these (possibly none).
     Held(Vec<Entry>),
     /// Some updates after it are gone (or the number was never this journal's): only the table
@@ -121,7 +126,7 @@ impl Journal {
         }
     }
 
-    pub fn head(&self) -> u64 {
+    pub(crate) fn head(&self) -> u64 {
         self.head
     }
 
@@ -137,7 +142,7 @@ impl Journal {
     }
 
     /// The updates after `seq` that `keep` selects.
-    pub fn after(&self, seq: u64, keep: impl Fn(&Entry) -> bool) -> Resume {
+    pub(crate) fn after(&self, seq: u64, keep: impl Fn(&Entry) -> bool) -> Resume {
         let oldest = self.entries.front().map_or(self.head + 1, |e| e.seq);
         if seq > self.head || seq + 1 < oldest {
             return Resume::Gone;
@@ -156,7 +161,7 @@ impl Journal {
 }
 
 /// The table, the update feed and whether the start-up read has caught up.
-pub struct Verdicts {
+pub(crate) struct Verdicts {
     table: Mutex<VerdictTable>,
     updates: broadcast::Sender<Update>,
     journal: Mutex<Journal>,
@@ -170,12 +175,12 @@ pub struct Verdicts {
 
 impl Verdicts {
     /// Without a journal: for readers that stream nothing to resume (an agent's guard, the UI).
-    pub fn new(table: VerdictTable) -> Arc<Self> {
+    pub(crate) fn new(table: VerdictTable) -> Arc<Self> {
         Self::with_journal(table, 0)
     }
 
     /// Keeping the last `journal` updates for project streams to resume from.
-    pub fn with_journal(table: VerdictTable, journal: usize) -> Arc<Self> {
+    pub(crate) fn with_journal(table: VerdictTable, journal: usize) -> Arc<Self> {
         Arc::new(Self {
             table: Mutex::new(table),
             updates: broadcast::channel(UPDATES_BUFFERED).0,
@@ -186,35 +191,35 @@ impl Verdicts {
         })
     }
 
-    pub fn journal(&self) -> MutexGuard<'_, Journal> {
+    pub(crate) fn journal(&self) -> MutexGuard<'_, Journal> {
         self.journal.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Wakes when the journal's head moves.
-    pub fn watch_head(&self) -> watch::Receiver<u64> {
+    pub(crate) fn watch_head(&self) -> watch::Receiver<u64> {
         self.head.subscribe()
     }
 
     /// This journal's name in event ids (`<epoch>-<seq>`).
-    pub fn epoch(&self) -> &str {
+    pub(crate) fn epoch(&self) -> &str {
         &self.epoch
     }
 
-    pub fn table(&self) -> MutexGuard<'_, VerdictTable> {
+    pub(crate) fn table(&self) -> MutexGuard<'_, VerdictTable> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn get(&self, key: &RunKey) -> Option<RunVerdict> {
+    pub(crate) fn get(&self, key: &RunKey) -> Option<RunVerdict> {
         self.table().get(key).cloned()
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Update> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Update> {
         self.updates.subscribe()
     }
 
     /// True once the consumer has read everything the topic held when it started (the
     /// look-back window): before, a run without a verdict may just not be read yet.
-    pub fn is_caught_up(&self) -> bool {
+    pub(crate) fn is_caught_up(&self) -> bool {
         self.caught_up.load(Ordering::Acquire)
     }
 
@@ -223,7 +228,7 @@ impl Verdicts {
     }
 
     /// Apply one output event (read at broker time `at_ms`) and tell the streaming readers.
-    pub fn apply(&self, event: &OutputEvent, at_ms: i64) -> Applied {
+    pub(crate) fn apply(&self, event: &OutputEvent, at_ms: i64) -> Applied {
         let applied = self.table().apply(event, at_ms);
         let update = match &applied {
             Applied::New { signal, .. } => Some(Update::Signal(signal.clone())),

@@ -2,7 +2,9 @@
 //!
 //! Pure bookkeeping: no I/O, no clock. Callers pass times in (the record's broker timestamp when
 //! a signal arrives, the wall clock when sweeping), so the tests drive it by hand.
-use crate::contract::{OutputEvent, RunKey, Severity, Signal};
+#[cfg(test)]
+use crate::contract::Severity;
+use crate::contract::{OutputEvent, RunKey, Signal};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -13,13 +15,13 @@ use std::sync::Arc;
 pub struct VerdictConfig {
     /// At start, read the signals topic from this far back (by broker timestamp), so a restart
     /// does not forget the verdicts of runs still going. Keep it at least `ttl_ms`.
-    pub lookback_ms: u64,
+    pub(crate) lookback_ms: u64,
     /// Runs with a verdict kept at most; past it the least recently signalled run goes first.
-    pub max_runs: usize,
+    pub(crate) max_runs: usize,
     /// A run is forgotten this long after its last signal.
-    pub ttl_ms: u64,
+    pub(crate) ttl_ms: u64,
     /// A run that ended (its `run_terminated` arrived) is forgotten this long after the end.
-    pub finished_ttl_ms: u64,
+    pub(crate) finished_ttl_ms: u64,
 }
 
 impl Default for VerdictConfig {
@@ -40,19 +42,19 @@ const IDS_PER_RUN: usize = 64;
 
 /// What a run's verdict is now.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunVerdict {
+pub(crate) struct RunVerdict {
     /// The strongest signal so far: highest severity, then the earliest step, then the lowest
     /// event id (so the answer does not depend on arrival order).
-    pub strongest: Arc<Signal>,
+    pub(crate) strongest: Arc<Signal>,
     /// Distinct signals seen for the run.
-    pub signals: u32,
+    pub(crate) signals: u32,
     /// The run's `run_terminated` arrived.
-    pub finished: bool,
+    pub(crate) finished: bool,
 }
 
 /// What one output event did to the table.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Applied {
+pub(crate) enum Applied {
     /// A signal not seen before; `stronger` when it is the run's new strongest.
     New { signal: Arc<Signal>, stronger: bool },
     /// A copy of a signal already seen (same `event_id`), or a signal the filter rejects.
@@ -70,7 +72,7 @@ struct Entry {
     stamp: u64,
 }
 
-pub struct VerdictTable {
+pub(crate) struct VerdictTable {
     cfg: VerdictConfig,
     runs: HashMap<RunKey, Entry>,
     /// Least recently touched first; entries whose stamp no longer matches are skipped.
@@ -93,7 +95,7 @@ fn stronger(a: &Signal, b: &Signal) -> bool {
 }
 
 impl VerdictTable {
-    pub fn new(cfg: VerdictConfig) -> Self {
+    pub(crate) fn new(cfg: VerdictConfig) -> Self {
         Self {
             cfg,
             runs: HashMap::new(),
@@ -104,7 +106,7 @@ impl VerdictTable {
     }
 
     /// A table that keeps only the runs passed to [`VerdictTable::watch`].
-    pub fn watching_only(cfg: VerdictConfig) -> Self {
+    pub(crate) fn watching_only(cfg: VerdictConfig) -> Self {
         Self {
             watched: Some(Default::default()),
             ..Self::new(cfg)
@@ -112,35 +114,36 @@ impl VerdictTable {
     }
 
     /// Keep this run's signals (a no-op for a table that keeps every run).
-    pub fn watch(&mut self, key: RunKey) {
+    pub(crate) fn watch(&mut self, key: RunKey) {
         if let Some(w) = &mut self.watched {
             w.insert(key);
         }
     }
 
     /// Stop keeping this run (watching tables): its verdict goes too.
-    pub fn unwatch(&mut self, key: &RunKey) {
+    pub(crate) fn unwatch(&mut self, key: &RunKey) {
         if let Some(w) = &mut self.watched {
             w.remove(key);
             self.runs.remove(key);
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.runs.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.runs.is_empty()
     }
 
-    pub fn get(&self, key: &RunKey) -> Option<&RunVerdict> {
+    pub(crate) fn get(&self, key: &RunKey) -> Option<&RunVerdict> {
         self.runs.get(key).map(|e| &e.verdict)
     }
 
     /// Every run of `project_id` the table holds, with its verdict (a pass over the whole table:
     /// for a stream that must be told everything again, not for each request).
-    pub fn runs_of(&self, project_id: &str) -> Vec<(RunKey, RunVerdict)> {
+    pub(crate) fn runs_of(&self, project_id: &str) -> Vec<(RunKey, RunVerdict)> {
         self.runs
             .iter()
             .filter(|(k, _)| k.project_id == project_id)
@@ -149,7 +152,7 @@ impl VerdictTable {
     }
 
     /// Take one output event read at broker time `at_ms`.
-    pub fn apply(&mut self, event: &OutputEvent, at_ms: i64) -> Applied {
+    pub(crate) fn apply(&mut self, event: &OutputEvent, at_ms: i64) -> Applied {
         let signal = match event {
             OutputEvent::LoopWarning(s) | OutputEvent::LoopDetected(s) => s,
             OutputEvent::RunTerminated(t) => {
@@ -217,7 +220,7 @@ impl VerdictTable {
     }
 
     /// Forget runs past their time to live; returns how many went.
-    pub fn sweep(&mut self, now_ms: i64) -> usize {
+    pub(crate) fn sweep(&mut self, now_ms: i64) -> usize {
         let (ttl, fin) = (
             i64::try_from(self.cfg.ttl_ms).unwrap_or(i64::MAX),
             i64::try_from(self.cfg.finished_ttl_ms).unwrap_or(i64::MAX),
@@ -273,8 +276,9 @@ impl VerdictTable {
     }
 }
 
+#[cfg(test)]
 /// Does `verdict` reach `min`?
-pub fn reaches(verdict: Option<&RunVerdict>, min: Severity) -> bool {
+pub(crate) fn reaches(verdict: Option<&RunVerdict>, min: Severity) -> bool {
     verdict.is_some_and(|v| v.strongest.severity >= min)
 }
 

@@ -39,8 +39,8 @@ type RewindTask = JoinHandle<Result<TopicPartitionList, WorkerError>>;
 
 #[derive(Default)]
 pub(super) struct FlushCounters {
-    pub flushes: u64,
-    pub rewinds: u64,
+    pub(crate) flushes: u64,
+    pub(crate) rewinds: u64,
 }
 
 pub(super) struct Coordinator<C = Input> {
@@ -59,28 +59,28 @@ pub(super) struct Coordinator<C = Input> {
     /// away everything forwarded before it). See `flush_through`.
     pub cuts: u64,
     /// Messages forwarded since the last barrier.
-    pub batch_msgs: usize,
+    pub(crate) batch_msgs: usize,
     /// Messages staged but not yet handed to their tasks.
-    pub staged: usize,
-    pub deadline: Option<tokio::time::Instant>,
+    pub(crate) staged: usize,
+    pub(crate) deadline: Option<tokio::time::Instant>,
     /// The assigned partitions are paused (see the module docs).
-    pub paused: bool,
-    pub counts: FlushCounters,
-    pub watchdog: Watchdog,
+    pub(crate) paused: bool,
+    pub(crate) counts: FlushCounters,
+    pub(crate) watchdog: Watchdog,
     /// Messages received since the watchdog last looked.
-    pub received: bool,
+    pub(crate) received: bool,
     /// A lag probe in flight for the watchdog, and when the last one started.
-    pub probe: Option<JoinHandle<Option<watchdog::Offsets>>>,
-    pub probed_at: Option<Instant>,
+    pub(crate) probe: Option<JoinHandle<Option<watchdog::Offsets>>>,
+    pub(crate) probed_at: Option<Instant>,
     /// The group membership as librdkafka last reported it.
-    pub group: Arc<source::group::GroupView>,
+    pub(crate) group: Arc<source::group::GroupView>,
     /// A cooperative revoke being drained.
-    pub drain: Option<Drain>,
+    pub(crate) drain: Option<Drain>,
     /// Offsets made durable whose commit the group refused (during a rebalance), by partition:
     /// the next flush commits them too, and an idle worker starts a flush for them alone.
-    pub refused: std::collections::BTreeMap<i32, i64>,
+    pub(crate) refused: std::collections::BTreeMap<i32, i64>,
     /// When the last flush ended.
-    pub flushed_at: Instant,
+    pub(crate) flushed_at: Instant,
 }
 
 /// Revoked partitions on their way back to the group (see `Coordinator::begin_drain`).
@@ -251,7 +251,7 @@ impl<C: GroupConsumer> Coordinator<C> {
     /// Start a task (and so its state's restore) for every assigned partition that has none:
     /// a partition is restored when it is assigned, not when its first message arrives, so
     /// `/readyz` can wait for it.
-    pub fn spawn_assigned(&mut self) -> Result<(), WorkerError> {
+    pub(crate) fn spawn_assigned(&mut self) -> Result<(), WorkerError> {
         if self.rewinding.is_some() {
             return Ok(());
         }
@@ -262,7 +262,7 @@ impl<C: GroupConsumer> Coordinator<C> {
     }
 
     /// Assigned partitions still restoring; a failed restore ends the worker with its cause.
-    pub async fn restoring(&mut self) -> Result<usize, WorkerError> {
+    pub(crate) async fn restoring(&mut self) -> Result<usize, WorkerError> {
         let failed: Vec<i32> = self
             .tasks
             .iter()
@@ -287,7 +287,7 @@ impl<C: GroupConsumer> Coordinator<C> {
 
     /// Hand every staged chunk to its task. Never waits: the tasks' queues are unbounded and
     /// the batch size bounds what is in them.
-    pub fn dispatch(&mut self) -> Result<(), WorkerError> {
+    pub(crate) fn dispatch(&mut self) -> Result<(), WorkerError> {
         for (p, task) in self.tasks.iter_mut() {
             if task.staged.is_empty() {
                 continue;
@@ -331,7 +331,7 @@ impl<C: GroupConsumer> Coordinator<C> {
     /// while the first is still being flushed (a slow ClickHouse turns into lag, not memory: at
     /// most three batches are ever held). Under a steady load the flush ends before that, and
     /// the input is never paused.
-    pub fn must_hold(&self) -> bool {
+    pub(crate) fn must_hold(&self) -> bool {
         self.rewinding.is_some()
             || self.batch_msgs >= self.worker.batch_max_messages.saturating_mul(2)
     }
@@ -559,11 +559,11 @@ impl<C: GroupConsumer> Coordinator<C> {
     }
 
     /// Stopping with a drain pending: everything is committed now, hand the partitions back.
-    pub fn hand_back_on_exit(&mut self) -> Result<(), WorkerError> {
+    pub(crate) fn hand_back_on_exit(&mut self) -> Result<(), WorkerError> {
         self.hand_back()
     }
 
-    pub fn remove(&mut self, p: i32) {
+    pub(crate) fn remove(&mut self, p: i32) {
         self.refused.remove(&p);
         if self.tasks.remove(&p).is_some() {
             metrics::counter!("eddy_partitions_revoked_total").increment(1);
@@ -669,7 +669,7 @@ impl<C: GroupConsumer> Coordinator<C> {
     }
 
     /// One look of the watchdog; `holding` is true while waiting on purpose.
-    pub fn watch(&mut self, holding: bool) -> Result<Option<String>, WorkerError> {
+    pub(crate) fn watch(&mut self, holding: bool) -> Result<Option<String>, WorkerError> {
         let done = self.probe.as_ref().is_some_and(JoinHandle::is_finished);
         let probe = if done {
             self.probe

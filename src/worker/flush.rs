@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 /// How ClickHouse inserts are retried: capped, jittered, doubling back-off.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Retry {
-    pub first: Duration,
-    pub cap: Duration,
+    pub(crate) first: Duration,
+    pub(crate) cap: Duration,
 }
 
 impl Default for Retry {
@@ -39,18 +39,18 @@ impl Default for Retry {
 
 /// What a flush wrote to, and where it commits offsets.
 pub(crate) struct Io<'a, R, K> {
-    pub rows: &'a R,
-    pub kafka: &'a mut K,
-    pub input_topic: &'a str,
-    pub health: &'a Health,
-    pub retry: Retry,
+    pub(crate) rows: &'a R,
+    pub(crate) kafka: &'a mut K,
+    pub(crate) input_topic: &'a str,
+    pub(crate) health: &'a Health,
+    pub(crate) retry: Retry,
     /// The longest any single wait of the flush may take.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// at_least_once: offsets an earlier flush made durable but could not commit (the group
     /// refused them during a rebalance), committed along with this flush's for partitions it
     /// has none of. Without it a partition that receives nothing more would show that lag
     /// until its next message.
-    pub carry: &'a [(i32, i64)],
+    pub(crate) carry: &'a [(i32, i64)],
 }
 
 /// How a flush ended when it did not fail.

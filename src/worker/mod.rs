@@ -29,22 +29,31 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// Why the worker stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// The consumer or changelog failed.
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// The producer failed.
     #[error(transparent)]
     Emit(#[from] EmitError),
+    /// ClickHouse failed.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// Offsets could not be committed.
     #[error("offset commit failed: {0}")]
     Commit(#[source] rdkafka::error::KafkaError),
+    /// A restore or flush task panicked or was cancelled.
     #[error("changelog restore or flush task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    /// A partition's task ended while the partition was still assigned.
     #[error("the task of input partition {0} stopped unexpectedly")]
     TaskGone(i32),
+    /// The admin server failed.
     #[error(transparent)]
     Admin(#[from] admin::AdminError),
+    /// A panic while the assignment bookkeeping (or the group view) was held left it unusable.
     #[error(
         "{0}: what it says can no longer be trusted, so the worker stops; its restart rejoins \
          the group and resumes from the last commit"
@@ -53,6 +62,7 @@ pub enum WorkerError {
     #[error(
         "watchdog: {0}. Exiting so that a restart rejoins the consumer group (watchdog_timeout_ms)"
     )]
+    /// The watchdog found the worker stuck (why).
     Stuck(String),
 }
 

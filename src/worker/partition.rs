@@ -23,15 +23,15 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Totals across partitions, for the progress line and the final summary.
 #[derive(Default)]
-pub struct Counters {
-    pub events: AtomicU64,
-    pub dead_letters: AtomicU64,
-    pub outputs: AtomicU64,
-    pub skipped_restored: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) events: AtomicU64,
+    pub(crate) dead_letters: AtomicU64,
+    pub(crate) outputs: AtomicU64,
+    pub(crate) skipped_restored: AtomicU64,
 }
 
 impl Counters {
-    pub fn get(c: &AtomicU64) -> u64 {
+    pub(crate) fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
     }
 }
@@ -45,13 +45,13 @@ fn add(c: &AtomicU64, n: u64) {
 }
 
 /// An input message, detached from librdkafka's buffer.
-pub struct Raw {
-    pub offset: i64,
-    pub key: Option<Vec<u8>>,
-    pub payload: Option<Vec<u8>>,
+pub(crate) struct Raw {
+    pub(crate) offset: i64,
+    pub(crate) key: Option<Vec<u8>>,
+    pub(crate) payload: Option<Vec<u8>>,
 }
 
-pub enum Cmd {
+pub(crate) enum Cmd {
     /// Consecutive messages of the partition, in offset order.
     Msgs(Vec<Raw>),
     /// Hand over everything since the last barrier. Queued behind the messages already sent,
@@ -84,37 +84,37 @@ impl TaskSink for Producer {
 /// What one partition produced between two barriers, ready to be made durable in the order of
 /// the commit rule: rows, then deliveries, then changelog, then the offset. `O` is what the
 /// task sent to Kafka (generic so the flush can be tested on fakes).
-pub struct Epoch<O = Outbox> {
-    pub partition: i32,
+pub(crate) struct Epoch<O = Outbox> {
+    pub(crate) partition: i32,
     /// One past the last message applied; `None` if nothing was applied.
-    pub next_offset: Option<i64>,
-    pub batch: Batch,
+    pub(crate) next_offset: Option<i64>,
+    pub(crate) batch: Batch,
     /// Changelog records (key, value or tombstone) of the runs changed, then the meta record.
     /// Encoded at the barrier, so they describe the state exactly at `next_offset`.
-    pub changelog: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    pub outbox: O,
+    pub(crate) changelog: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub(crate) outbox: O,
 }
 
 /// What every partition task shares.
-pub struct Shared {
-    pub kafka: Arc<KafkaConfig>,
-    pub worker: Arc<WorkerConfig>,
-    pub engine_cfg: Arc<EngineConfig>,
-    pub changelog_topic: String,
-    pub counters: Arc<Counters>,
+pub(crate) struct Shared {
+    pub(crate) kafka: Arc<KafkaConfig>,
+    pub(crate) worker: Arc<WorkerConfig>,
+    pub(crate) engine_cfg: Arc<EngineConfig>,
+    pub(crate) changelog_topic: String,
+    pub(crate) counters: Arc<Counters>,
 }
 
 /// A running partition task, as the coordinator sees it.
-pub struct Handle {
+pub(crate) struct Handle {
     /// Unbounded, so that handing over a chunk or a barrier never makes the coordinator wait
     /// (it must keep polling the consumer). What is in flight is bounded by the batch size
     /// instead: the coordinator pauses the input when a batch is full.
-    pub tx: mpsc::UnboundedSender<Cmd>,
-    pub join: tokio::task::JoinHandle<()>,
+    pub(crate) tx: mpsc::UnboundedSender<Cmd>,
+    pub(crate) join: tokio::task::JoinHandle<()>,
     /// Messages were forwarded since the last barrier.
-    pub dirty: bool,
+    pub(crate) dirty: bool,
     /// The next chunk, filled by the coordinator.
-    pub staged: Vec<Raw>,
+    pub(crate) staged: Vec<Raw>,
     status: Arc<Status>,
 }
 
@@ -160,17 +160,17 @@ impl Handle {
     }
 
     /// Its state is restored and it applies messages.
-    pub fn restored(&self) -> bool {
+    pub(crate) fn restored(&self) -> bool {
         self.status.restore.load(Ordering::Relaxed) == RESTORED
     }
 
     /// The restore failed: the error waits for the next barrier.
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.status.restore.load(Ordering::Relaxed) == FAILED
     }
 
     /// Open runs as of the last chunk applied.
-    pub fn open_runs(&self) -> usize {
+    pub(crate) fn open_runs(&self) -> usize {
         self.status.open_runs.load(Ordering::Relaxed)
     }
 }

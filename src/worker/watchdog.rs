@@ -15,27 +15,27 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Per input partition: the group's committed offset (None if none yet) and the high watermark.
-pub type Offsets = BTreeMap<i32, (Option<i64>, i64)>;
+pub(crate) type Offsets = BTreeMap<i32, (Option<i64>, i64)>;
 
 /// What the worker saw since the last tick.
 #[derive(Debug, Clone)]
-pub struct Observation {
-    pub now: Instant,
+pub(crate) struct Observation {
+    pub(crate) now: Instant,
     /// Input partitions assigned to this worker.
-    pub assigned: Vec<i32>,
+    pub(crate) assigned: Vec<i32>,
     /// Input messages received since the previous observation.
-    pub received: bool,
+    pub(crate) received: bool,
     /// Input is held back on purpose (a full batch waits for its flush, a rewind, or
     /// ClickHouse not answering): waiting is what it should do, and the flush's own deadlines
     /// bound every wait except a ClickHouse outage's, which must grow lag, not restart workers.
-    pub holding: bool,
+    pub(crate) holding: bool,
     /// The latest lag probe, if one answered since the previous observation.
-    pub probe: Option<Offsets>,
+    pub(crate) probe: Option<Offsets>,
 }
 
 /// What the watchdog wants done.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Working, or waiting for a good reason.
     Fine,
     /// Looks idle: take a lag probe (the caller rate-limits it).
@@ -44,7 +44,7 @@ pub enum Verdict {
     Stuck(String),
 }
 
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     timeout: Duration,
     /// Since when the worker has looked stuck (confirmed by a probe).
     stuck_since: Option<Instant>,
@@ -55,11 +55,11 @@ pub struct Watchdog {
 }
 
 /// How long the worker must look idle before a probe is worth it.
-pub const IDLE_BEFORE_PROBE: Duration = Duration::from_secs(10);
+pub(crate) const IDLE_BEFORE_PROBE: Duration = Duration::from_secs(10);
 
 impl Watchdog {
     /// `timeout` zero turns the watchdog off.
-    pub fn new(timeout: Duration) -> Self {
+    pub(crate) fn new(timeout: Duration) -> Self {
         Self {
             timeout,
             stuck_since: None,
@@ -74,11 +74,11 @@ impl Watchdog {
     }
 
     /// Since when the worker has looked stuck, if it does.
-    pub fn stuck_since(&self) -> Option<Instant> {
+    pub(crate) fn stuck_since(&self) -> Option<Instant> {
         self.stuck_since
     }
 
-    pub fn observe(&mut self, o: &Observation) -> Verdict {
+    pub(crate) fn observe(&mut self, o: &Observation) -> Verdict {
         if self.timeout.is_zero() {
             return Verdict::Fine;
         }
@@ -144,7 +144,7 @@ impl Watchdog {
 /// (librdkafka can forget the only broker it knew and not look again for minutes), and a fresh
 /// client bootstraps anew. Blocking, each call bounded by `timeout`. None when the brokers do
 /// not answer it either (then nobody can be blamed for not consuming).
-pub fn probe(kafka: &KafkaConfig, timeout: Duration) -> Option<Offsets> {
+pub(crate) fn probe(kafka: &KafkaConfig, timeout: Duration) -> Option<Offsets> {
     let mut cc = ClientConfig::new();
     for (k, v) in kafka.client_props() {
         cc.set(k, v);

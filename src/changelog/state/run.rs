@@ -86,14 +86,14 @@ impl From<RunStateIn> for RunState {
     }
 }
 
-/// Read as [`RunStateIn`], then converted.
+/// Read as `RunStateIn`, then converted.
 impl<'de> Deserialize<'de> for RunState {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         RunStateIn::deserialize(d).map(RunState::from)
     }
 }
 
-/// Written as a derived `Serialize` of [`RunStateIn`] would: the presence bits in `set` become
+/// Written as a derived `Serialize` of `RunStateIn` would: the presence bits in `set` become
 /// options again, and an absent open minute is no field at all, unless the steering fields
 /// follow it (only a steered run writes them, so other runs keep their earlier shape).
 impl Serialize for RunState {

@@ -32,11 +32,13 @@ pub use error::DecodeError;
 // `scan`'s tests check its field table against the wire struct's string fields.
 #[cfg(test)]
 pub(super) use serde_path::STRING_FIELDS;
-pub use ts::{format_ts, parse_ts};
-pub use types::{
-    Event, JsonText, ReportedTotals, RunFinished, RunKey, RunStarted, RunStatus, Step,
-    TerminationReason, STEER_STEP_TYPE,
-};
+pub(crate) use ts::format_ts;
+#[cfg(feature = "server")]
+pub(crate) use types::ReportedTotals;
+pub(crate) use types::TerminationReason;
+#[cfg(feature = "server")]
+pub(crate) use types::STEER_STEP_TYPE;
+pub use types::{Event, JsonText, RunFinished, RunKey, RunStarted, RunStatus, Step};
 
 /// The checks the worker applies before [`decode`]: a payload must be present, at most
 /// `max_bytes` long and UTF-8. Then the message is decoded.

@@ -10,7 +10,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 /// `ts` is RFC 3339 (any offset, stored as UTC) or integer epoch milliseconds.
-pub fn parse_ts(raw: &RawValue) -> Result<i64, DecodeError> {
+pub(crate) fn parse_ts(raw: &RawValue) -> Result<i64, DecodeError> {
     parse_ts_text(raw.get())
 }
 pub(super) fn parse_ts_text(raw: &str) -> Result<i64, DecodeError> {
@@ -45,7 +45,7 @@ pub(super) fn parse_ts_text(raw: &str) -> Result<i64, DecodeError> {
 }
 
 /// Format epoch milliseconds as RFC 3339 UTC with millisecond precision.
-pub fn format_ts(ms: i64) -> String {
+pub(crate) fn format_ts(ms: i64) -> String {
     if (0..=MAX_TS_MS).contains(&ms) {
         return format_ts_civil(ms);
     }

@@ -22,6 +22,7 @@ impl JsonText {
         Self(text.into())
     }
 
+    /// The JSON text as it arrived.
     pub fn get(&self) -> &str {
         &self.0
     }
@@ -38,18 +39,25 @@ impl From<&RawValue> for JsonText {
     Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, Deserialize,
 )]
 pub struct RunKey {
+    /// The tenant the run belongs to.
     pub project_id: String,
+    /// The run's id, unique within its project.
     pub run_id: String,
 }
 
+/// One decoded input event.
 #[derive(Debug, Clone)]
 pub enum Event {
+    /// A run began.
     RunStarted(RunStarted),
+    /// The run took one step (a tool call, a message, a thought).
     Step(Step),
+    /// The run ended, as the agent reports it.
     RunFinished(RunFinished),
 }
 
 impl Event {
+    /// The run the event belongs to (its partitioning key).
     pub fn key(&self) -> &RunKey {
         match self {
             Event::RunStarted(e) => &e.key,
@@ -57,6 +65,7 @@ impl Event {
             Event::RunFinished(e) => &e.key,
         }
     }
+    /// Event time, in Unix milliseconds.
     pub fn ts_ms(&self) -> i64 {
         match self {
             Event::RunStarted(e) => e.ts_ms,
@@ -66,34 +75,53 @@ impl Event {
     }
 }
 
+/// A `run_started` event.
 #[derive(Debug, Clone)]
 pub struct RunStarted {
-    pub key: RunKey,
-    pub ts_ms: i64,
+    pub(crate) key: RunKey,
+    pub(crate) ts_ms: i64,
+    /// The agent running, carried onto the run's rows and signals.
     pub agent_name: String,
-    pub input: Option<String>,
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) input: Option<String>,
+    /// Free-form metadata, kept as the agent sent it.
     pub metadata: Option<JsonText>,
 }
 
 /// `Default` gives an empty step for agents to fill (`Step { step_type: .., ..Default::default() }`).
 #[derive(Debug, Clone, Default)]
 pub struct Step {
+    /// The run the step belongs to.
     pub key: RunKey,
+    /// Event time, in Unix milliseconds.
     pub ts_ms: i64,
+    /// The step's position in the run (redeliveries repeat it).
     pub step_index: u64,
+    /// What the step is (`think`, `tool_call`, `tool_result`, ..., or a guard's `steer`).
     pub step_type: String,
+    /// The step's text (a thought, a message, a result).
     pub content: Option<String>,
+    /// The tool called, if any.
     pub tool_name: Option<String>,
     /// Exactly the bytes that arrived: keelwave's fingerprint of record hashes them unchanged.
     pub tool_input: Option<JsonText>,
+    /// What the tool returned, as it arrived.
     pub tool_output: Option<JsonText>,
+    /// Whether the tool call succeeded, if the agent said.
     pub tool_success: Option<bool>,
+    /// How long the tool call took.
     pub tool_latency_ms: Option<f64>,
+    /// Tokens the step used.
     pub tokens: Option<u64>,
+    /// What the step cost, in USD.
     pub cost_usd: Option<f64>,
+    /// The size of the model's context at this step.
     pub tokens_in_context: Option<u64>,
+    /// The sub-agent that took the step, in multi-agent runs.
     pub agent: Option<String>,
+    /// The agent that handed control to it (hand-off cycles).
     pub caller: Option<String>,
+    /// Free-form metadata, kept as the agent sent it.
     pub metadata: Option<JsonText>,
     /// On a `steer` step: the `event_id` of the signal the guard steered on.
     pub signal_event_id: Option<String>,
@@ -101,29 +129,34 @@ pub struct Step {
 
 /// The `step_type` of a guard's report that it steered the agent (handed it a signal's
 /// `advice`). Such a step is the guard's, not the agent's: detectors never see it.
-pub const STEER_STEP_TYPE: &str = "steer";
+pub(crate) const STEER_STEP_TYPE: &str = "steer";
 
 impl Step {
     /// A guard's report that it steered the agent ([`STEER_STEP_TYPE`]).
-    pub fn is_steer(&self) -> bool {
+    pub(crate) fn is_steer(&self) -> bool {
         self.step_type == STEER_STEP_TYPE
     }
 }
 
+/// How the agent says the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
+    /// The run finished its task.
     Completed,
+    /// The run gave up or crashed.
     Failed,
 }
 
+/// A `run_finished` event.
 #[derive(Debug, Clone)]
 pub struct RunFinished {
-    pub key: RunKey,
-    pub ts_ms: i64,
-    pub status: RunStatus,
-    pub termination_reason: Option<TerminationReason>,
-    pub output: Option<String>,
+    pub(crate) key: RunKey,
+    pub(crate) ts_ms: i64,
+    pub(crate) status: RunStatus,
+    pub(crate) termination_reason: Option<TerminationReason>,
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
+    pub(crate) output: Option<String>,
     /// The loop flag the agent computed itself (keelwave's finish `loop_detected`), if reported.
     pub reported_loop_detected: Option<bool>,
     /// Where the agent says its loop began (keelwave's `loop_step_index`).
@@ -136,19 +169,21 @@ pub struct RunFinished {
 /// keelwave's finish-call names. eddy keeps its own totals; these are recorded for comparison.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, Deserialize)]
 pub struct ReportedTotals {
+    /// The agent's own count of the run's steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_steps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_tokens: Option<u64>,
+    pub(crate) total_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_cost_usd: Option<f64>,
+    pub(crate) total_cost_usd: Option<f64>,
+    /// How long the run took, by the agent's clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TerminationReason {
+pub(crate) enum TerminationReason {
     Clean,
     MaxStepsReached,
     ContextLimit,
@@ -160,7 +195,7 @@ pub enum TerminationReason {
 }
 
 impl TerminationReason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             TerminationReason::Clean => "clean",
             TerminationReason::MaxStepsReached => "max_steps_reached",

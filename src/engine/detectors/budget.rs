@@ -11,19 +11,19 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct BudgetConfig {
     pub max_steps: Option<u64>,
-    pub max_tool_calls: Option<u64>,
-    pub max_tokens: Option<u64>,
-    pub max_cost_usd: Option<f64>,
-    pub max_context_tokens: Option<u64>,
+    pub(crate) max_tool_calls: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_cost_usd: Option<f64>,
+    pub(crate) max_context_tokens: Option<u64>,
 }
 
 /// What budgets count: the run's own totals (`RunState`), including the current step.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Counts {
-    pub steps: u64,
-    pub tool_calls: u64,
-    pub tokens: u64,
-    pub cost_usd: f64,
+pub(crate) struct Counts {
+    pub(crate) steps: u64,
+    pub(crate) tool_calls: u64,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: f64,
 }
 
 /// Only which budgets fired: the counts are the run's, which counts the same things. Record
@@ -35,7 +35,7 @@ pub struct BudgetState {
 }
 
 impl BudgetState {
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &BudgetConfig,
         v: &StepView<'_>,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ToolClass {
+pub(crate) enum ToolClass {
     Normal,
     /// Status checks, waits, log tails: identical results are expected for a while.
     Poll,
@@ -18,7 +18,7 @@ pub enum ToolClass {
 }
 
 impl ToolClass {
-    pub fn is_repeatable(self) -> bool {
+    pub(crate) fn is_repeatable(self) -> bool {
         matches!(self, ToolClass::Poll | ToolClass::Step | ToolClass::Scroll)
     }
 
@@ -26,7 +26,7 @@ impl ToolClass {
     /// that: a debugger step or a scroll that returns exactly what it returned before moved
     /// nothing (stuck on a line, at the end of the page, or an environment `step` that hits a
     /// wall), so those get the normal thresholds once their output stops changing.
-    pub fn tolerates_same_output(self) -> bool {
+    pub(crate) fn tolerates_same_output(self) -> bool {
         matches!(self, ToolClass::Poll)
     }
 }

@@ -11,7 +11,7 @@ use thin_vec::ThinVec;
 /// while empty. Recorded exactly like a `BTreeMap` (see `changelog::state::containers`).
 /// The field is crate-visible for `changelog::state`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VecMap<K, V>(pub(crate) ThinVec<(K, V)>);
+pub(crate) struct VecMap<K, V>(pub(crate) ThinVec<(K, V)>);
 
 impl<K, V> Default for VecMap<K, V> {
     fn default() -> Self {
@@ -24,23 +24,15 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         self.0.binary_search_by(|(x, _)| x.cmp(k))
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn get(&self, k: &K) -> Option<&V> {
+    pub(crate) fn get(&self, k: &K) -> Option<&V> {
         self.find(k).ok().map(|i| &self.0[i].1)
     }
 
-    pub fn contains_key(&self, k: &K) -> bool {
-        self.find(k).is_ok()
-    }
-
-    pub fn insert(&mut self, k: K, v: V) -> Option<V> {
+    pub(crate) fn insert(&mut self, k: K, v: V) -> Option<V> {
         match self.find(&k) {
             Ok(i) => Some(std::mem::replace(&mut self.0[i].1, v)),
             Err(i) => {
@@ -51,7 +43,7 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         }
     }
 
-    pub fn remove(&mut self, k: &K) -> Option<V> {
+    pub(crate) fn remove(&mut self, k: &K) -> Option<V> {
         let v = self.find(k).ok().map(|i| self.0.remove(i).1);
         if self.0.is_empty() {
             // An emptied map keeps no capacity: most runs' maps empty again and stay so.
@@ -60,11 +52,7 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         v
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = K> + '_ {
-        self.0.iter().map(|(k, _)| *k)
-    }
-
-    pub fn get_or_insert_with(&mut self, k: K, v: impl FnOnce() -> V) -> &mut V {
+    pub(crate) fn get_or_insert_with(&mut self, k: K, v: impl FnOnce() -> V) -> &mut V {
         let i = match self.find(&k) {
             Ok(i) => i,
             Err(i) => {
@@ -76,7 +64,7 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         &mut self.0[i].1
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> + '_ {
         self.0.iter().map(|(k, v)| (k, v))
     }
 }
@@ -99,7 +87,7 @@ impl<K: Ord + Copy, V> FromIterator<(K, V)> for VecMap<K, V> {
 pub struct Lazy<T>(pub(crate) Option<Box<T>>);
 
 impl<T: Default + PartialEq> Lazy<T> {
-    pub fn new(t: T) -> Self {
+    pub(crate) fn new(t: T) -> Self {
         Self(if t == T::default() {
             None
         } else {
@@ -109,7 +97,7 @@ impl<T: Default + PartialEq> Lazy<T> {
 
     /// Runs `f` on the state; a state at its default afterwards is not allocated (or no
     /// longer: a failure streak that ended leaves nothing behind).
-    pub fn with<R>(&mut self, f: impl FnOnce(&mut T) -> R) -> R {
+    pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut T) -> R) -> R {
         if let Some(b) = self.0.as_deref_mut() {
             let r = f(b);
             if *b == T::default() {
@@ -125,7 +113,7 @@ impl<T: Default + PartialEq> Lazy<T> {
         r
     }
 
-    pub fn get(&self) -> Option<&T> {
+    pub(crate) fn get(&self) -> Option<&T> {
         self.0.as_deref()
     }
 }
@@ -144,20 +132,20 @@ impl<T: Default + PartialEq> PartialEq for Lazy<T> {
 /// most runs are short, so any slack reserved is a lasting cost of every open run; the
 /// allocator already rounds each block up to its size class and grows a block in place within
 /// it, so most of these growths are a `realloc` that returns the same block.
-pub fn grow_exact<T>(v: &mut Vec<T>) {
+pub(crate) fn grow_exact<T>(v: &mut Vec<T>) {
     if v.len() == v.capacity() {
         v.reserve_exact(1);
     }
 }
 
 /// [`grow_exact`] for the thin vectors of mostly empty state.
-pub fn grow_exact_thin<T>(v: &mut ThinVec<T>) {
+pub(crate) fn grow_exact_thin<T>(v: &mut ThinVec<T>) {
     if v.len() == v.capacity() {
         v.reserve_exact(1);
     }
 }
 
-pub fn push_bounded<T>(q: &mut VecDeque<T>, x: T, cap: usize) {
+pub(crate) fn push_bounded<T>(q: &mut VecDeque<T>, x: T, cap: usize) {
     // Make room first so a full window never grows past its bound; growth is exact, as in
     // [`grow_exact`].
     while cap > 0 && q.len() >= cap {

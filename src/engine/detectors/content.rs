@@ -32,35 +32,35 @@ use thin_vec::ThinVec;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ContentConfig {
-    pub enabled: bool,
-    pub window: usize,
-    pub repeat: Levels,
+pub(crate) struct ContentConfig {
+    pub(crate) enabled: bool,
+    pub(crate) window: usize,
+    pub(crate) repeat: Levels,
     /// Paraphrases count when the MinHash similarity reaches this (messages of 5+ features).
-    pub similarity: f64,
-    pub empty: Levels,
+    pub(crate) similarity: f64,
+    pub(crate) empty: Levels,
     /// Chanting: chunk length in characters, minimum message length, minimum share of the
     /// message made of repeated chunks, and minimum repeats of the most frequent chunk.
-    pub chant_chunk: usize,
-    pub chant_min_chars: usize,
-    pub chant_repeated_share: f64,
-    pub chant_min_repeats: u32,
+    pub(crate) chant_chunk: usize,
+    pub(crate) chant_min_chars: usize,
+    pub(crate) chant_repeated_share: f64,
+    pub(crate) chant_min_repeats: u32,
     /// Chanting this dense (share of repeated chunks, and repeats of the top chunk: Gemini CLI
     /// halts the stream at 10) stops rather than alerts.
-    pub chant_stop_share: f64,
-    pub chant_stop_repeats: u32,
+    pub(crate) chant_stop_share: f64,
+    pub(crate) chant_stop_repeats: u32,
     /// Agent messages in a streak with nothing new after the first (OpenHands: 3).
-    pub monologue: Levels,
+    pub(crate) monologue: Levels,
     /// A message of the streak like an earlier one at this MinHash similarity says nothing new.
-    pub monologue_similarity: f64,
+    pub(crate) monologue_similarity: f64,
     /// An announcement ("let me check the logs") of at most this many words says nothing new.
-    pub monologue_announcement_words: usize,
+    pub(crate) monologue_announcement_words: usize,
     /// Reasoning steps of a streak that state one plan: the first, and those restating it.
-    pub restated_plan: Levels,
+    pub(crate) restated_plan: Levels,
     /// A reasoning step of the streak restates an earlier one at this MinHash similarity of
     /// their content words and word pairs: a restatement in other words keeps the plan's
     /// nouns, and shares far more than the steps of a reasoning chain do.
-    pub restated_plan_similarity: f64,
+    pub(crate) restated_plan_similarity: f64,
 }
 
 impl Default for ContentConfig {
@@ -294,7 +294,7 @@ fn announcement(norm: &str, max_words: usize) -> bool {
 }
 
 impl ContentState {
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &ContentConfig,
         v: &StepView<'_>,
@@ -421,7 +421,7 @@ impl ContentState {
     }
 
     /// Messages unlike any recent one so far.
-    pub fn novel_messages(&self) -> u64 {
+    pub(crate) fn novel_messages(&self) -> u64 {
         self.novel_messages
     }
 

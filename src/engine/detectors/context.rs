@@ -17,20 +17,20 @@ use std::collections::{BTreeSet, VecDeque};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ContextConfig {
-    pub enabled: bool,
+pub(crate) struct ContextConfig {
+    pub(crate) enabled: bool,
     /// loopcanary: 100 000 tokens. 0 disables.
-    pub abs_threshold: u64,
+    pub(crate) abs_threshold: u64,
     /// loopcanary: >= 2000 tokens per step over a window of 10 with <= 2 distinct outputs.
-    pub rate_threshold: u64,
-    pub window: usize,
-    pub max_distinct_outputs: usize,
+    pub(crate) rate_threshold: u64,
+    pub(crate) window: usize,
+    pub(crate) max_distinct_outputs: usize,
     /// Stale growth: at least this many steps with nothing new (0 disables) ...
-    pub stale_steps: u32,
+    pub(crate) stale_steps: u32,
     /// ... over which the context grew by at least this many tokens: alert; twice: stop.
-    pub stale_growth: u64,
+    pub(crate) stale_growth: u64,
     /// Compactions or context-window failures with nothing new between them.
-    pub compactions: Levels,
+    pub(crate) compactions: Levels,
 }
 
 impl Default for ContextConfig {
@@ -62,7 +62,7 @@ pub struct ContextState {
 /// 16 bits (they grow by at most three a step), the context size in thousands of tokens.
 /// Fields are crate-visible for `changelog::state`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stale {
+pub(crate) struct Stale {
     /// Novelty ([`ContextState::on_step`]) and context size at the last step that brought
     /// something new, and the steps since, that one included.
     pub(crate) mark: u16,
@@ -188,7 +188,7 @@ impl ContextState {
     /// compaction summary is a new message every time, and says nothing new; nor does the new
     /// token count in an overflow error, or a condensing tool's new summary, so each context
     /// event is compared with what came before it.
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &ContextConfig,
         v: &StepView<'_>,

@@ -16,36 +16,36 @@ use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct CycleConfig {
-    pub enabled: bool,
+pub(crate) struct CycleConfig {
+    pub(crate) enabled: bool,
     /// LoopGuard stops at 4; real loop bodies of a research or coding agent are often 5-6
     /// calls (search, fetch, extract, fetch, search again), so up to 6.
-    pub max_len: usize,
+    pub(crate) max_len: usize,
     /// In full rounds of the block (2 = the block seen twice).
-    pub normal: Levels,
-    pub repeatable: Levels,
+    pub(crate) normal: Levels,
+    pub(crate) repeatable: Levels,
     /// Blocks of at most this many actions (not repeatable) use `short_legs`. 0 disables.
-    pub short_len: usize,
+    pub(crate) short_len: usize,
     /// For short blocks of `p` actions, in legs repeated beyond the first round, as multiples
     /// of `p` plus an offset: warn at `p` (two rounds), alert at `p + 1`, stop at `p + 2`.
-    pub short_legs: ShortLegs,
+    pub(crate) short_legs: ShortLegs,
 }
 
 /// Leg thresholds of short cycles: level `x` is reached at `x.rounds * p + x.legs` repeated
 /// legs (0 rounds and 0 legs disables the level).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ShortLegs {
-    pub warn: LegCount,
-    pub alert: LegCount,
-    pub stop: LegCount,
+pub(crate) struct ShortLegs {
+    pub(crate) warn: LegCount,
+    pub(crate) alert: LegCount,
+    pub(crate) stop: LegCount,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct LegCount {
-    pub rounds: u32,
-    pub legs: u32,
+pub(crate) struct LegCount {
+    pub(crate) rounds: u32,
+    pub(crate) legs: u32,
 }
 
 impl Default for ShortLegs {
@@ -81,7 +81,7 @@ impl Default for CycleConfig {
 
 /// The calls a cycle must be looked for in: blocks of up to `max_len` calls, repeated until
 /// the highest level configured, plus one.
-pub fn window(cfg: &CycleConfig) -> usize {
+pub(crate) fn window(cfg: &CycleConfig) -> usize {
     let max_rounds = cfg
         .normal
         .stop
@@ -101,7 +101,7 @@ pub struct CycleState {
 }
 
 impl CycleState {
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &CycleConfig,
         v: &StepView<'_>,

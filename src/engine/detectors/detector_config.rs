@@ -14,19 +14,19 @@ use std::collections::BTreeMap;
 /// Per-tool policy (`[engine.detectors.tools."<tool_name>"]`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ToolPolicy {
+pub(crate) struct ToolPolicy {
     /// `normal`, `poll`, `step`, `scroll` (repeatable: much higher thresholds) or `exempt`
     /// (never counted). Unset: inferred from the tool name and its action argument.
-    pub class: Option<ToolClass>,
+    pub(crate) class: Option<ToolClass>,
     /// JSON pointer to the argument that identifies the operation (e.g. `/path`); unset: the
     /// whole canonical input.
-    pub primary: Option<String>,
+    pub(crate) primary: Option<String>,
     /// Extra volatile keys for this tool's input and output.
-    pub volatile_keys: Vec<String>,
+    pub(crate) volatile_keys: Vec<String>,
     /// Extra recoverable-error phrases for this tool (word-level match).
-    pub recoverable_errors: Vec<String>,
+    pub(crate) recoverable_errors: Vec<String>,
     /// Repeated-operation thresholds for this tool.
-    pub repeat: Option<Levels>,
+    pub(crate) repeat: Option<Levels>,
 }
 
 /// Words that make a tool (or its `action`/`command` argument) a repeatable one.
@@ -35,7 +35,7 @@ pub struct ToolPolicy {
 /// never changes under its key: the step view's tool-name memo is keyed by it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(from = "ClassLists", into = "ClassLists")]
-pub struct ClassWords {
+pub(crate) struct ClassWords {
     pub(super) poll: Vec<String>,
     pub(super) step: Vec<String>,
     pub(super) scroll: Vec<String>,
@@ -81,7 +81,7 @@ impl PartialEq for ClassWords {
 }
 
 impl ClassWords {
-    pub fn new(poll: Vec<String>, step: Vec<String>, scroll: Vec<String>) -> Self {
+    pub(crate) fn new(poll: Vec<String>, step: Vec<String>, scroll: Vec<String>) -> Self {
         let mut parts: Vec<&[u8]> = Vec::new();
         for (tag, list) in [("poll", &poll), ("step", &step), ("scroll", &scroll)] {
             parts.push(tag.as_bytes());
@@ -97,7 +97,7 @@ impl ClassWords {
     }
 
     /// Equal for equal word lists (the memos of tool names key on it).
-    pub fn key(&self) -> u64 {
+    pub(crate) fn key(&self) -> u64 {
         self.key
     }
 }
@@ -153,39 +153,43 @@ impl Default for ClassWords {
 /// defaults for runs that match (`project` and/or `agent`; later entries win).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Override {
+pub(crate) struct Override {
     #[serde(default)]
-    pub project: Option<String>,
+    pub(crate) project: Option<String>,
     #[serde(default)]
-    pub agent: Option<String>,
-    pub set: serde_json::Value,
+    pub(crate) agent: Option<String>,
+    pub(crate) set: serde_json::Value,
 }
 
+/// Every detector's settings (`[engine.detectors]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DetectorConfig {
+    /// How steps are fingerprinted (which keys are volatile, how much is read).
     pub fingerprint: FingerprintConfig,
-    pub tools: BTreeMap<String, ToolPolicy>,
-    pub classes: ClassWords,
+    pub(crate) tools: BTreeMap<String, ToolPolicy>,
+    pub(crate) classes: ClassWords,
     /// Recoverable-error phrases for every tool (loopctl's "old text not found" family).
-    pub recoverable_errors: Vec<String>,
+    pub(crate) recoverable_errors: Vec<String>,
+    /// keelwave's exact-repeat rule.
     pub keelwave: keelwave::KeelwaveConfig,
-    pub repeat: repeat::RepeatConfig,
-    pub stall: stall::StallConfig,
-    pub failure: failure::FailureConfig,
-    pub cycle: cycle::CycleConfig,
-    pub handoff: handoff::HandoffConfig,
-    pub neardup: neardup::NearDupConfig,
-    pub content: content::ContentConfig,
-    pub context: context::ContextConfig,
+    pub(crate) repeat: repeat::RepeatConfig,
+    pub(crate) stall: stall::StallConfig,
+    pub(crate) failure: failure::FailureConfig,
+    pub(crate) cycle: cycle::CycleConfig,
+    pub(crate) handoff: handoff::HandoffConfig,
+    pub(crate) neardup: neardup::NearDupConfig,
+    pub(crate) content: content::ContentConfig,
+    pub(crate) context: context::ContextConfig,
+    /// Hard limits on a run's steps.
     pub budget: budget::BudgetConfig,
-    pub policy: policy::PolicyConfig,
-    pub overrides: Vec<Override>,
+    pub(crate) policy: policy::PolicyConfig,
+    pub(crate) overrides: Vec<Override>,
 }
 
 impl DetectorConfig {
     /// The key sets of this configuration's volatile and redacted keys.
-    pub fn key_sets(&self) -> KeySets {
+    pub(crate) fn key_sets(&self) -> KeySets {
         let tools = self.tools.iter();
         KeySets::new(
             &self.fingerprint,
@@ -195,7 +199,7 @@ impl DetectorConfig {
 
     /// A step's canonical form under this configuration, for one-off use (tests, tools): the
     /// engine keeps the key sets per resolved configuration and calls
-    /// [`Canonical::compute_in`].
+    /// `Canonical::compute_in`.
     pub fn canonical<'s>(&self, step: &'s Step) -> Canonical<'s> {
         Canonical::compute_with(step, &self.fingerprint, &self.key_sets())
     }
@@ -258,7 +262,11 @@ fn merge(base: &mut serde_json::Value, over: &serde_json::Value) {
 
 impl DetectorConfig {
     /// The configuration for one run: the matching overrides merged in order.
-    pub fn resolve(&self, project: &str, agent: Option<&str>) -> Result<DetectorConfig, String> {
+    pub(crate) fn resolve(
+        &self,
+        project: &str,
+        agent: Option<&str>,
+    ) -> Result<DetectorConfig, String> {
         let matching: Vec<&Override> = self
             .overrides
             .iter()
@@ -280,7 +288,7 @@ impl DetectorConfig {
     }
 
     /// Check every override once, so a typo fails at start-up instead of being ignored.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         self.check_windows()
             .map_err(|e| format!("engine.detectors.{e}"))?;
         for (i, o) in self.overrides.iter().enumerate() {
@@ -319,12 +327,12 @@ impl DetectorConfig {
 /// instead of once per step.
 #[derive(Debug, Clone)]
 pub struct Resolved {
-    pub cfg: DetectorConfig,
-    pub keys: KeySets,
+    pub(crate) cfg: DetectorConfig,
+    pub(crate) keys: KeySets,
 }
 
 impl Resolved {
-    pub fn new(cfg: DetectorConfig) -> Self {
+    pub(crate) fn new(cfg: DetectorConfig) -> Self {
         let keys = cfg.key_sets();
         Self { cfg, keys }
     }

@@ -24,19 +24,19 @@ use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct FailureConfig {
-    pub enabled: bool,
-    pub permanent: Levels,
+pub(crate) struct FailureConfig {
+    pub(crate) enabled: bool,
+    pub(crate) permanent: Levels,
     /// Permanent failures of the same call with nothing new since the previous one.
-    pub permanent_unchanged: Levels,
-    pub retryable: Levels,
-    pub recoverable: Levels,
-    pub other: Levels,
+    pub(crate) permanent_unchanged: Levels,
+    pub(crate) retryable: Levels,
+    pub(crate) recoverable: Levels,
+    pub(crate) other: Levels,
     /// Same error text from the same tool with at least two different inputs.
-    pub varying_permanent: Levels,
-    pub varying_retryable: Levels,
-    pub varying_recoverable: Levels,
-    pub varying_other: Levels,
+    pub(crate) varying_permanent: Levels,
+    pub(crate) varying_retryable: Levels,
+    pub(crate) varying_recoverable: Levels,
+    pub(crate) varying_other: Levels,
 }
 
 impl Default for FailureConfig {
@@ -98,7 +98,7 @@ fn evict(m: &mut VecMap<u64, Streak>) {
 impl FailureState {
     /// Returns whether a streak already reported ended in a success (the run recovered: what
     /// it reported should no longer corroborate other detectors).
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &FailureConfig,
         v: &StepView<'_>,

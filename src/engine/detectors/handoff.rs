@@ -12,15 +12,15 @@ use std::num::NonZeroU64;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct HandoffConfig {
-    pub enabled: bool,
-    pub max_agents: usize,
+pub(crate) struct HandoffConfig {
+    pub(crate) enabled: bool,
+    pub(crate) max_agents: usize,
     /// Rounds of the closed cycle with stagnant payloads on every leg.
-    pub levels: Levels,
+    pub(crate) levels: Levels,
     /// Short payloads (at most `short_words` words) also match when their MinHash similarity
     /// reaches this; long payloads must be equal after normalisation.
-    pub short_words: usize,
-    pub short_similarity: f64,
+    pub(crate) short_words: usize,
+    pub(crate) short_similarity: f64,
 }
 
 impl Default for HandoffConfig {
@@ -89,7 +89,7 @@ fn payload_text(v: &StepView<'_>) -> String {
 }
 
 impl HandoffState {
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &HandoffConfig,
         v: &StepView<'_>,

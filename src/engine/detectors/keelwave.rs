@@ -11,8 +11,8 @@ use thin_vec::ThinVec;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KeelwaveConfig {
-    pub enabled: bool,
-    pub severity: Severity,
+    pub(crate) enabled: bool,
+    pub(crate) severity: Severity,
     /// Distinct fingerprints remembered per run; beyond it new fingerprints are not tracked.
     pub max_fingerprints: usize,
 }
@@ -120,7 +120,7 @@ pub(crate) fn prefix(fp: &[u8; 32]) -> u64 {
 }
 
 impl KeelwaveState {
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &KeelwaveConfig,
         step: &Step,

@@ -10,10 +10,10 @@ use thin_vec::ThinVec;
 /// warn / alert / stop counts; 0 disables that level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct Levels {
-    pub warn: u32,
-    pub alert: u32,
-    pub stop: u32,
+pub(crate) struct Levels {
+    pub(crate) warn: u32,
+    pub(crate) alert: u32,
+    pub(crate) stop: u32,
 }
 
 impl Default for Levels {
@@ -27,11 +27,11 @@ impl Default for Levels {
 }
 
 impl Levels {
-    pub const fn new(warn: u32, alert: u32, stop: u32) -> Self {
+    pub(crate) const fn new(warn: u32, alert: u32, stop: u32) -> Self {
         Self { warn, alert, stop }
     }
 
-    pub fn level(&self, n: u32) -> Option<Severity> {
+    pub(crate) fn level(&self, n: u32) -> Option<Severity> {
         let at = |t: u32| t > 0 && n >= t;
         if at(self.stop) {
             Some(Severity::Stop)
@@ -45,7 +45,7 @@ impl Levels {
     }
 
     /// The lowest enabled level: below it a pattern is re-armed.
-    pub fn floor(&self) -> u32 {
+    pub(crate) fn floor(&self) -> u32 {
         [self.warn, self.alert, self.stop]
             .into_iter()
             .filter(|t| *t > 0)
@@ -62,7 +62,7 @@ impl Levels {
 /// finding fires or re-arms. Recorded like a `BTreeMap` under `fired`, as before (see
 /// `changelog::state::containers`). Fields are crate-visible for `changelog::state`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Latch {
+pub(crate) struct Latch {
     pub(crate) fired: ThinVec<(u64, Severity)>,
 }
 
@@ -84,7 +84,7 @@ impl Latch {
     }
 
     /// Returns the level to report, if `level` is above what was reported for `key`.
-    pub fn rise(&mut self, key: u64, level: Option<Severity>) -> Option<Severity> {
+    pub(crate) fn rise(&mut self, key: u64, level: Option<Severity>) -> Option<Severity> {
         let Some(level) = level else {
             self.remove(key);
             return None;
@@ -108,7 +108,7 @@ impl Latch {
         }
     }
 
-    pub fn rearm(&mut self, key: u64) {
+    pub(crate) fn rearm(&mut self, key: u64) {
         self.remove(key);
     }
 
@@ -116,7 +116,7 @@ impl Latch {
     /// level it is at when it next fires (see [`RunDetectors::on_steered`]).
     ///
     /// [`RunDetectors::on_steered`]: super::RunDetectors::on_steered
-    pub fn rearm_from(&mut self, min: Severity) {
+    pub(crate) fn rearm_from(&mut self, min: Severity) {
         if self.fired.iter().any(|(_, s)| *s >= min) {
             self.fired.retain(|(_, s)| *s < min);
             if self.fired.is_empty() {
@@ -126,11 +126,11 @@ impl Latch {
     }
 
     /// Whether a level was reported for `key` (and not re-armed since).
-    pub fn has(&self, key: u64) -> bool {
+    pub(crate) fn has(&self, key: u64) -> bool {
         self.find(key).is_ok()
     }
 
-    pub fn keys(&self) -> Vec<u64> {
+    pub(crate) fn keys(&self) -> Vec<u64> {
         self.fired.iter().map(|(k, _)| *k).collect()
     }
 }

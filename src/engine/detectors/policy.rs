@@ -10,11 +10,11 @@ use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct PolicyConfig {
-    pub enabled: bool,
+pub(crate) struct PolicyConfig {
+    pub(crate) enabled: bool,
     /// In steps of the run.
-    pub window: u64,
-    pub escalate_alert_to_stop: bool,
+    pub(crate) window: u64,
+    pub(crate) escalate_alert_to_stop: bool,
 }
 
 impl Default for PolicyConfig {
@@ -38,11 +38,11 @@ pub struct PolicyState {
 
 impl PolicyState {
     /// Drops what `detector` reported from the corroborating evidence.
-    pub fn forget(&mut self, detector: &str) {
+    pub(crate) fn forget(&mut self, detector: &str) {
         self.recent.retain(|(d, _)| d != detector);
     }
 
-    pub fn apply(&mut self, cfg: &PolicyConfig, seq: u64, findings: &mut [Finding]) {
+    pub(crate) fn apply(&mut self, cfg: &PolicyConfig, seq: u64, findings: &mut [Finding]) {
         if !cfg.enabled {
             return;
         }

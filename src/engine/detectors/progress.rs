@@ -9,11 +9,11 @@ use super::{StepView, ToolClass};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
     /// Steps applied to the detectors (dense, unlike `step_index`).
-    pub seq: u64,
+    pub(crate) seq: u64,
     /// Tool outputs not among the recent ones: a proxy for "the agent learned something".
-    pub novel_outputs: u64,
+    pub(crate) novel_outputs: u64,
     /// Successful, non-repeatable tool calls whose action was not among the recent ones.
-    pub novel_actions: u64,
+    pub(crate) novel_actions: u64,
     /// The recent outputs (the first `outputs` values) then the recent actions, each oldest
     /// first: one allocation per open run instead of two queues. Each is the low half of its
     /// key ([`Self::low32`]): they are only tested for membership, among at most [`Self::RECENT`],

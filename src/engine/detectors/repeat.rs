@@ -19,26 +19,26 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct RepeatConfig {
-    pub enabled: bool,
+pub(crate) struct RepeatConfig {
+    pub(crate) enabled: bool,
     /// Window, in counted tool calls, for normal tools.
-    pub window: usize,
+    pub(crate) window: usize,
     /// Window for repeatable (poll/step/scroll) tools: long enough to hold their thresholds.
-    pub window_repeatable: usize,
+    pub(crate) window_repeatable: usize,
     /// loopcanary warns at 3; OpenHands calls 4 identical action+observation pairs stuck. Stops
     /// at the first repeat after the alert.
-    pub normal: Levels,
+    pub(crate) normal: Levels,
     /// OpenClaw's poll proposal (#16808): warn at 10 unchanged polls, kill at twice that; here
     /// the alert comes at twice that, and the stop at the next unchanged poll.
-    pub repeatable: Levels,
+    pub(crate) repeatable: Levels,
     /// The same call with the same result back to back, no other tool call in between. Only
     /// for tools that do not tolerate the same output (waiting keeps `repeatable`) and have no
     /// per-tool `repeat` levels.
-    pub consecutive: Levels,
+    pub(crate) consecutive: Levels,
     /// The count starts over when at least this many new successful actions happened since the
     /// previous occurrence (re-reading a config file between edits of different files is work,
     /// the same rule `repeated_failure` applies to "other" failures). 0 disables.
-    pub reset_after_new_actions: u64,
+    pub(crate) reset_after_new_actions: u64,
 }
 
 impl Default for RepeatConfig {
@@ -95,7 +95,7 @@ impl RepeatState {
         self.latch != Latch::default()
     }
 
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &RepeatConfig,
         v: &StepView<'_>,
@@ -288,6 +288,6 @@ fn count(hist: &History, key: u64, ops: &[u64], cfg: &RepeatConfig) -> (u32, boo
     (n, rep)
 }
 
-pub fn tail(v: &[u64], n: usize) -> Vec<u64> {
+pub(crate) fn tail(v: &[u64], n: usize) -> Vec<u64> {
     v[v.len().saturating_sub(n)..].to_vec()
 }

@@ -38,7 +38,7 @@ pub struct RunDetectors {
 /// each step (see [`crate::engine::memo`]): nothing is kept per thread, and outputs never
 /// depend on what these hold.
 #[derive(Default)]
-pub struct Caches {
+pub(crate) struct Caches {
     view: view::ViewMemos,
     agents: crate::engine::text::NameKeys,
     /// Feature hashes of the text at hand (thoughts, handoff payloads).
@@ -64,7 +64,7 @@ impl RunDetectors {
     /// evidence, `stop` at once), instead of staying silent behind a latch that already fired.
     /// Warnings stay latched: the agent was not steered on them. Budgets are not loops and
     /// stay reported once.
-    pub fn on_steered(&mut self) {
+    pub(crate) fn on_steered(&mut self) {
         let from = crate::contract::Severity::Alert;
         self.repeat.latch.rearm_from(from);
         self.stall.latch.rearm_from(from);
@@ -85,7 +85,7 @@ impl RunDetectors {
     }
 
     /// Run every detector on one new step. `canon` comes from [`Canonical::compute`].
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &DetectorConfig,
         step: &Step,

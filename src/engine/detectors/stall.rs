@@ -10,13 +10,13 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct StallConfig {
-    pub enabled: bool,
+pub(crate) struct StallConfig {
+    pub(crate) enabled: bool,
     /// loopcanary: window 8, WARN when distinct outputs <= 2.
-    pub window: usize,
-    pub max_distinct_outputs: usize,
+    pub(crate) window: usize,
+    pub(crate) max_distinct_outputs: usize,
     /// At most this many distinct actions in the window (else it is a batch, not a stall).
-    pub max_distinct_actions: usize,
+    pub(crate) max_distinct_actions: usize,
 }
 
 impl Default for StallConfig {
@@ -38,7 +38,7 @@ pub struct StallState {
 }
 
 impl StallState {
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &StallConfig,
         v: &StepView<'_>,

@@ -7,7 +7,7 @@ use crate::engine::json::Json;
 /// eddy's canonical serialisation (docs/fingerprints.md): object keys sorted by UTF-8 bytes at
 /// every depth (a [`Json`] object holds them so), no whitespace, strings escaped the way
 /// serde_json does.
-pub fn write_canonical(v: &Json<'_>, out: &mut String) {
+pub(crate) fn write_canonical(v: &Json<'_>, out: &mut String) {
     match v {
         Json::Object(m) => {
             out.push('{');
@@ -141,7 +141,7 @@ fn to_escape(b: &[u8]) -> usize {
         .unwrap_or(chunks.remainder().len())
 }
 
-pub fn canonical_string(v: &Json<'_>) -> String {
+pub(crate) fn canonical_string(v: &Json<'_>) -> String {
     let mut s = String::new();
     write_canonical(v, &mut s);
     s

@@ -3,8 +3,9 @@
 //! are kept together and small.
 use sha2::{Digest, Sha256};
 
-pub type Fp = [u8; 32];
+pub(crate) type Fp = [u8; 32];
 
+/// A step's fingerprints: what the detectors compare and the sink stores.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StepFingerprints {
     /// keelwave's fingerprint of record; `None` when the step has no tool_name.
@@ -25,6 +26,7 @@ fn digest(domain: &[u8], parts: &[&[u8]]) -> Fp {
     h.finalize().into()
 }
 
+/// Fingerprint of a tool call: the tool and its canonical input.
 pub fn canonical_input_fp(tool: &str, canon_input: &str) -> Fp {
     digest(
         b"eddy.canon.input.v1",
@@ -32,6 +34,7 @@ pub fn canonical_input_fp(tool: &str, canon_input: &str) -> Fp {
     )
 }
 
+/// Fingerprint of a tool result: its success and canonical output.
 pub fn canonical_output_fp(success: Option<bool>, canon_output: &str) -> Fp {
     let flag: &[u8] = match success {
         Some(true) => b"1",

@@ -9,16 +9,16 @@ use serde::{Deserialize, Serialize};
 pub struct FingerprintConfig {
     /// Keys removed at every depth of tool input and output. Matched case-insensitively with
     /// `_`/`-` ignored, so `request_id`, `requestId` and `Request-Id` are one entry.
-    pub volatile_keys: Vec<String>,
+    pub(crate) volatile_keys: Vec<String>,
     /// Also drop keys ending in `_at`/`At` (`created_at`, `sentAt`) or `timestamp`, keys ending
     /// in `request_id` / `trace_id` (any vendor's: `X-GitHub-Request-Id`), header-style
     /// rate-limit counters (`x-ratelimit-remaining`), and inside a headers object (a key ending
     /// in `headers`) the response headers that change on every response (`Date`, `ETag`, `Age`,
     /// `X-Cache`, CDN ids, timings, rate limits).
-    pub volatile_key_suffixes: bool,
+    pub(crate) volatile_key_suffixes: bool,
     /// Normalise volatile values inside strings (UUIDs, ISO date-times, clock times, 16+ char
     /// hex ids, epoch timestamps, fractional durations such as `0.53s`).
-    pub normalize_values: bool,
+    pub(crate) normalize_values: bool,
     /// Tool input/output (and message `content`) larger than this many bytes is not parsed:
     /// it is fingerprinted by its length and the SHA-256 of its first `max_field_bytes` bytes,
     /// without normalisation, and detectors see only that summary. Bounds the work and memory
@@ -28,11 +28,11 @@ pub struct FingerprintConfig {
     /// before any detector, evidence or pattern sees them. Matched like `volatile_keys`
     /// (case-insensitive, `_`/`-` ignored). HTTP dump header lines with these names are masked
     /// too. The raw fingerprint of record still hashes the bytes as they arrived.
-    pub redact_keys: Vec<String>,
+    pub(crate) redact_keys: Vec<String>,
 }
 
 /// Default `redact_keys`.
-pub const REDACT_KEYS: &[&str] = &[
+pub(crate) const REDACT_KEYS: &[&str] = &[
     "password",
     "passwd",
     "secret",
@@ -54,7 +54,7 @@ pub const REDACT_KEYS: &[&str] = &[
 ];
 
 /// What a masked value becomes.
-pub const REDACTED: &str = "<redacted>";
+pub(crate) const REDACTED: &str = "<redacted>";
 
 impl Default for FingerprintConfig {
     fn default() -> Self {

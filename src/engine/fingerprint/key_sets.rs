@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
 /// Key comparison form: lowercase ASCII alphanumerics only.
-pub fn key_norm(k: &str) -> String {
+pub(crate) fn key_norm(k: &str) -> String {
     k.chars()
         .filter(char::is_ascii_alphanumeric)
         .map(|c| c.to_ascii_lowercase())
@@ -82,7 +82,7 @@ fn add_keys<'a>(set: &mut KeyFlags, keys: impl IntoIterator<Item = &'a String>, 
 /// than per step: normalising the ~50 configured keys on every step was a fifth of the engine's
 /// time. One map for both, so each key of a payload costs one lookup.
 #[derive(Debug, Clone, Default)]
-pub struct KeySets {
+pub(crate) struct KeySets {
     keys: KeyFlags,
     /// Tools with volatile keys of their own: the global keys plus theirs.
     per_tool: HashMap<String, KeyFlags, BuildHasherDefault<FxHasher>>,
@@ -93,7 +93,7 @@ pub struct KeySets {
 impl KeySets {
     /// The key sets of `fp`, with each tool's own extra volatile keys (`tool_keys`: tool
     /// name, keys; a detector configuration's tool policies).
-    pub fn new<'a>(
+    pub(crate) fn new<'a>(
         fp: &FingerprintConfig,
         tool_keys: impl IntoIterator<Item = (&'a str, &'a [String])>,
     ) -> Self {
@@ -118,7 +118,7 @@ impl KeySets {
     }
 
     /// The rule for one step's tool.
-    pub fn volatility(&self, tool: Option<&str>) -> Volatility<'_> {
+    pub(crate) fn volatility(&self, tool: Option<&str>) -> Volatility<'_> {
         let keys = tool
             .and_then(|t| self.per_tool.get(t))
             .unwrap_or(&self.keys);
@@ -131,7 +131,7 @@ impl KeySets {
 }
 
 /// The volatile-key rule for one tool: borrowed from [`KeySets`], nothing built per step.
-pub struct Volatility<'a> {
+pub(crate) struct Volatility<'a> {
     keys: &'a KeyFlags,
     suffixes: bool,
     pub(super) values: bool,

@@ -22,11 +22,13 @@ mod normalize;
 mod parse;
 mod step;
 
-pub use canonical::{canonical_string, write_canonical};
-pub use digest::{canonical_input_fp, canonical_output_fp, keelwave_raw, Fp, StepFingerprints};
-pub use fingerprint_config::{FingerprintConfig, REDACTED, REDACT_KEYS};
-pub use key_sets::{key_norm, KeySets, Volatility};
-pub use step::{Canonical, TextBufs};
+pub(crate) use canonical::canonical_string;
+pub use digest::{canonical_input_fp, canonical_output_fp, keelwave_raw, StepFingerprints};
+pub(crate) use fingerprint_config::FingerprintConfig;
+#[cfg(test)]
+pub(crate) use fingerprint_config::REDACTED;
+pub(crate) use key_sets::KeySets;
+pub(crate) use step::{Canonical, TextBufs};
 
 #[cfg(test)]
 mod tests;

@@ -49,17 +49,19 @@ impl Volatility<'_> {
         Cow::Owned(out)
     }
 
+    #[cfg(test)]
     /// The normalised value: volatile keys removed at every depth, strings normalised, numbers
     /// in one form. Keys are sorted on output by [`write_canonical`](super::write_canonical).
-    pub fn normalize(&self, v: &Value) -> Value {
+    pub(crate) fn normalize(&self, v: &Value) -> Value {
         let mut v = v.clone();
         self.normalize_in_place(&mut v);
         v
     }
 
+    #[cfg(test)]
     /// [`Volatility::normalize`] on a value the caller owns: the parsed payload is edited
     /// where it lies instead of being copied node by node.
-    pub fn normalize_in_place(&self, v: &mut Value) {
+    pub(crate) fn normalize_in_place(&self, v: &mut Value) {
         self.normalize_node(v, false);
     }
 

@@ -16,7 +16,7 @@ impl Volatility<'_> {
     /// dropped and strings normalised as they are read, so the tree is walked once, and a
     /// string left as it arrived is borrowed from `raw`. Same result, errors included (an
     /// unparsable payload is normalised as a string).
-    pub fn parse_normalized<'r>(&self, raw: Option<&'r JsonText>) -> Json<'r> {
+    pub(crate) fn parse_normalized<'r>(&self, raw: Option<&'r JsonText>) -> Json<'r> {
         let Some(r) = raw else {
             return Json::Null;
         };

@@ -13,17 +13,17 @@ use std::borrow::Cow;
 /// strings borrow from the step's.
 pub struct Canonical<'s> {
     pub fps: StepFingerprints,
-    pub input: Json<'s>,
-    pub output: Json<'s>,
+    pub(crate) input: Json<'s>,
+    pub(crate) output: Json<'s>,
     pub input_text: String,
     pub output_text: String,
     /// `max_field_bytes` in effect (detectors read message content up to it).
-    pub max_field_bytes: usize,
+    pub(crate) max_field_bytes: usize,
 }
 
 /// Buffers for a step's canonical input and output texts.
 #[derive(Debug, Default)]
-pub struct TextBufs(String, String);
+pub(crate) struct TextBufs(String, String);
 
 /// A field above `max_field_bytes`: its length and the SHA-256 of its first `max` bytes. No
 /// text of it is kept, so nothing of it (secrets included) can reach evidence.
@@ -47,13 +47,13 @@ fn parse_bounded(raw: Option<&JsonText>, max: usize) -> Option<Json<'static>> {
 impl<'s> Canonical<'s> {
     /// `keys` must be the key sets of the configuration `fp` belongs to (see
     /// `DetectorConfig::canonical` for one-off use).
-    pub fn compute_with(step: &'s Step, fp: &FingerprintConfig, keys: &KeySets) -> Self {
+    pub(crate) fn compute_with(step: &'s Step, fp: &FingerprintConfig, keys: &KeySets) -> Self {
         Self::compute_in(step, fp, keys, TextBufs::default())
     }
 
     /// [`Canonical::compute_with`], writing the canonical texts into `bufs` (from
     /// [`Canonical::into_parts`] of an earlier step): two allocations less per step.
-    pub fn compute_in(
+    pub(crate) fn compute_in(
         step: &'s Step,
         fp: &FingerprintConfig,
         keys: &KeySets,
@@ -102,7 +102,7 @@ impl<'s> Canonical<'s> {
 
     /// The fingerprints, and the texts' buffers for the next step's [`Canonical::compute_in`]
     /// (a buffer grown past 64 KiB by a large payload is dropped rather than kept).
-    pub fn into_parts(self) -> (StepFingerprints, TextBufs) {
+    pub(crate) fn into_parts(self) -> (StepFingerprints, TextBufs) {
         let keep = |s: String| {
             if s.capacity() > 64 * 1024 {
                 String::new()
@@ -117,7 +117,7 @@ impl<'s> Canonical<'s> {
     }
 
     /// A step's message content, cut to `max_field_bytes` (at a character boundary).
-    pub fn content<'t>(&self, step: &'t Step) -> Option<&'t str> {
+    pub(crate) fn content<'t>(&self, step: &'t Step) -> Option<&'t str> {
         let c = step.content.as_deref()?;
         if self.max_field_bytes == 0 || c.len() <= self.max_field_bytes {
             return Some(c);

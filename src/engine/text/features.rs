@@ -41,7 +41,7 @@ fn features(w: &Words) -> Vec<(&str, &str)> {
 /// Whether `text` has at least `enough` distinct [`text_features`], and their [`minhash`]
 /// signature, without building the feature strings. `scratch` is a buffer lent by the caller
 /// (its contents are not read).
-pub fn feature_sig(text: &str, enough: usize, scratch: &mut Vec<u64>) -> (bool, Signature) {
+pub(crate) fn feature_sig(text: &str, enough: usize, scratch: &mut Vec<u64>) -> (bool, Signature) {
     if text.is_ascii() {
         // Every thought comes here: the hashes go to a reused buffer, not to a fresh
         // allocation shrunk for keeping (only the signature is kept).
@@ -78,7 +78,7 @@ fn has_distinct(hashes: &[u64], enough: usize) -> bool {
 /// The [`fnv64`] of each distinct [`text_features`] of `text`, ordered by hash: what its
 /// [`minhash`] is computed from (`minhash_of(&feature_hashes(t)) == feature_sig(t, 0).1`). Equal
 /// lists give equal signatures.
-pub fn feature_hashes(text: &str) -> Vec<u64> {
+pub(crate) fn feature_hashes(text: &str) -> Vec<u64> {
     if text.is_ascii() {
         let mut f = Vec::new();
         ascii_feature_hashes(text, &mut f);
@@ -112,7 +112,7 @@ pub fn feature_hashes(text: &str) -> Vec<u64> {
 /// tokens are read in place: whitespace collapsing is invisible to [`Words`], which splits on
 /// whitespace and lowercases anyway, so only the volatile values need rewriting. This runs on
 /// every counted tool call, and the three copies of the text it saves were most of its cost.
-pub fn message_feature_hashes(text: &str, out: &mut Vec<u64>) {
+pub(crate) fn message_feature_hashes(text: &str, out: &mut Vec<u64>) {
     out.clear();
     if text.is_ascii() {
         // The replacements of volatile values are ASCII: the text stays ASCII.

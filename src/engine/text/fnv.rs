@@ -3,7 +3,7 @@
 pub(super) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// 64-bit FNV-1a: stable across platforms and Rust versions (unlike `DefaultHasher`).
-pub fn fnv64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv64(bytes: &[u8]) -> u64 {
     fnv64_from(FNV_OFFSET, bytes)
 }
 

@@ -9,7 +9,7 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-pub const MINHASH_K: usize = 32;
+pub(crate) const MINHASH_K: usize = 32;
 
 /// A stored MinHash signature: b-bit MinHash with b = 8, the low byte of each slot's 32-bit
 /// minimum. Signatures are most of an open run's state (a window of thoughts and one of
@@ -17,7 +17,7 @@ pub const MINHASH_K: usize = 32;
 /// with probability 2⁻⁸, which [`similarity`] corrects for, so its estimate stays unbiased and
 /// its spread grows only slightly against thresholds set in tenths. Fixed-size, so it lives
 /// inline, not behind a pointer.
-pub type Signature = [u8; MINHASH_K];
+pub(crate) type Signature = [u8; MINHASH_K];
 
 /// The probability that two different 32-bit minima share a stored slot.
 const CHANCE: f64 = 1.0 / 256.0;
@@ -34,7 +34,7 @@ pub(crate) fn minhash<'a>(features: impl IntoIterator<Item = &'a str>) -> Signat
 }
 
 /// [`minhash`] of features given by their [`fnv64`].
-pub fn minhash_of(hashes: &[u64]) -> Signature {
+pub(crate) fn minhash_of(hashes: &[u64]) -> Signature {
     let mut sig = [0; MINHASH_K];
     minhash_into(&mut sig, hashes);
     truncate(&sig)
@@ -42,7 +42,7 @@ pub fn minhash_of(hashes: &[u64]) -> Signature {
 
 /// The stored form of a full 32-bit signature (minimum first, then its low bits: b-bit
 /// MinHash keeps the low bits of the minimum, not the minimum of the low bits).
-pub fn truncate(full: &[u32; MINHASH_K]) -> Signature {
+pub(crate) fn truncate(full: &[u32; MINHASH_K]) -> Signature {
     full.map(|x| x as u8)
 }
 
@@ -50,7 +50,7 @@ pub fn truncate(full: &[u32; MINHASH_K]) -> Signature {
 /// (version 3) or bytes (`changelog::state::signature` reads records with it): the low byte of any of them is the stored slot. Any length is
 /// accepted, as earlier versions did: surplus slots are dropped and missing ones read as an
 /// empty set's, so a malformed record restores instead of failing.
-pub fn signature_from(values: impl IntoIterator<Item = u64>) -> Signature {
+pub(crate) fn signature_from(values: impl IntoIterator<Item = u64>) -> Signature {
     let mut sig = [u8::MAX; MINHASH_K];
     for (slot, v) in sig.iter_mut().zip(values) {
         *slot = v as u8;
@@ -67,7 +67,7 @@ pub fn signature_from(values: impl IntoIterator<Item = u64>) -> Signature {
 /// (with DQ's native 64-bit multiply, no emulation) runs eight slots to a vector where the CPU
 /// has it. Integer arithmetic, so every version gives the same bits.
 #[multiversion::multiversion(targets("x86_64+avx512f+avx512dq+avx512vl+avx2", "x86_64+avx2"))]
-pub fn minhash_into(sig: &mut [u32; MINHASH_K], hashes: &[u64]) {
+pub(crate) fn minhash_into(sig: &mut [u32; MINHASH_K], hashes: &[u64]) {
     sig.fill(u32::MAX);
     for &base in hashes {
         for (k, slot) in sig.iter_mut().enumerate() {
@@ -79,7 +79,7 @@ pub fn minhash_into(sig: &mut [u32; MINHASH_K], hashes: &[u64]) {
 }
 
 /// Estimated Jaccard similarity of two MinHash signatures.
-pub fn similarity(a: &Signature, b: &Signature) -> f64 {
+pub(crate) fn similarity(a: &Signature, b: &Signature) -> f64 {
     let same = a.iter().zip(b).filter(|(x, y)| x == y).count();
     estimate(same as u32)
 }
@@ -88,7 +88,7 @@ pub fn similarity(a: &Signature, b: &Signature) -> f64 {
 /// when the two minima are equal (probability J) or, failing that, by chance ([`CHANCE`]):
 /// P = J + (1 − J)·c, so J = (P − c) / (1 − c). Clamped at 0 (fewer agreements than chance
 /// alone gives); all slots agreeing estimates exactly 1.
-pub fn estimate(same: u32) -> f64 {
+pub(crate) fn estimate(same: u32) -> f64 {
     corrected(f64::from(same) / MINHASH_K as f64)
 }
 

@@ -24,12 +24,12 @@ mod stopwords;
 mod tokens;
 mod volatile;
 
-pub use features::{feature_sig, message_feature_hashes};
-pub use fnv::fnv64;
-pub use minhash::{
+pub(crate) use features::{feature_sig, message_feature_hashes};
+pub(crate) use fnv::fnv64;
+pub(crate) use minhash::{
     estimate, minhash_into, minhash_of, signature_from, similarity, truncate, Signature, MINHASH_K,
 };
-pub use normalize::{contains_ci, normalize_error, normalize_message};
-pub use state_key::{key64, NameKeys};
-pub use tokens::{ascii_tokens, Words};
-pub use volatile::normalize_volatile_cow;
+pub(crate) use normalize::{contains_ci, normalize_error, normalize_message};
+pub(crate) use state_key::{key64, NameKeys};
+pub(crate) use tokens::{ascii_tokens, Words};
+pub(crate) use volatile::normalize_volatile_cow;

@@ -5,14 +5,14 @@ use super::volatile::normalize_volatile_cow;
 
 /// Whether `hay` contains `needle` (ASCII lowercase), ignoring ASCII case, without a
 /// lowercased copy: step types and error texts are read on every step.
-pub fn contains_ci(hay: &str, needle: &str) -> bool {
+pub(crate) fn contains_ci(hay: &str, needle: &str) -> bool {
     let (h, n) = (hay.as_bytes(), needle.as_bytes());
     n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
 }
 
 /// Collapse whitespace, lowercase and normalise volatile values: the comparison form of a
 /// message or error text.
-pub fn normalize_message(s: &str) -> String {
+pub(crate) fn normalize_message(s: &str) -> String {
     let v = normalize_volatile_cow(s);
     if v.is_ascii() {
         if !needs_collapse(v.as_bytes()) {
@@ -82,7 +82,7 @@ fn needs_collapse(b: &[u8]) -> bool {
 /// (`/tmp/tmpa8f3kx2_/out.csv`, `/tmp/pytest-of-u/pytest-12/`), process ids (`pid 4242`) and
 /// generated ids that mix letters and digits (`req_7Hq2x9Lm0aZk`). Used for error keys only:
 /// in tool inputs and data such tokens can name different things.
-pub fn normalize_error(s: &str) -> String {
+pub(crate) fn normalize_error(s: &str) -> String {
     let s = strip_traceback_frames(s);
     let norm = normalize_message(&s);
     let mut out = String::with_capacity(norm.len());

@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 /// [`key64`] of short names (agents'; the step view memoises tool names with their classes),
 /// memoised: a fleet has few names and they recur on every step, so a lookup replaces a
 /// SHA-256.
-pub struct NameKeys(Memo<(&'static str, Box<str>, u64)>);
+pub(crate) struct NameKeys(Memo<(&'static str, Box<str>, u64)>);
 
 impl Default for NameKeys {
     fn default() -> Self {
@@ -16,7 +16,7 @@ impl Default for NameKeys {
 
 impl NameKeys {
     /// `key64(domain, &[name])`, whatever the memo holds.
-    pub fn get(&mut self, domain: &'static str, name: &str) -> u64 {
+    pub(crate) fn get(&mut self, domain: &'static str, name: &str) -> u64 {
         use std::hash::BuildHasher;
         let hash = |d: &str, n: &str| rustc_hash::FxBuildHasher.hash_one((d, n));
         // The domains are a few literals: usually the same pointer, compared before the bytes.
@@ -33,7 +33,7 @@ impl NameKeys {
 }
 
 /// First 8 bytes of SHA-256 with a domain tag, as a compact state key.
-pub fn key64(domain: &str, parts: &[&[u8]]) -> u64 {
+pub(crate) fn key64(domain: &str, parts: &[&[u8]]) -> u64 {
     let mut h = Sha256::new();
     h.update(domain.as_bytes());
     for p in parts {

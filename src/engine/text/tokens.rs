@@ -91,7 +91,7 @@ fn trim(b: &[u8], mut start: usize, mut end: usize) -> (usize, usize) {
 /// The tokens of [`Words::of`] for ASCII text, in their original case and in place (no copy):
 /// for a caller that only compares them, ASCII-case-insensitively. Meaningless for non-ASCII
 /// text, whose words [`Words::of`] splits on Unicode whitespace.
-pub fn ascii_tokens(s: &str) -> impl Iterator<Item = &str> + '_ {
+pub(crate) fn ascii_tokens(s: &str) -> impl Iterator<Item = &str> + '_ {
     AsciiTokens { s, i: 0 }
 }
 
@@ -132,13 +132,13 @@ impl<'a> Iterator for AsciiTokens<'a> {
 /// The tokens of [`words`] in one buffer: detectors tokenise several texts per step, and one
 /// allocation per token was a large share of their time.
 #[derive(Debug, Default)]
-pub struct Words {
+pub(crate) struct Words {
     buf: String,
     spans: Vec<(usize, usize)>,
 }
 
 impl Words {
-    pub fn of(s: &str) -> Self {
+    pub(crate) fn of(s: &str) -> Self {
         let mut w = Self {
             buf: String::with_capacity(s.len()),
             spans: Vec::with_capacity(s.len() / 6 + 1),
@@ -166,20 +166,20 @@ impl Words {
         w
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.spans.len()
     }
 
-    pub fn get(&self, i: usize) -> Option<&str> {
+    pub(crate) fn get(&self, i: usize) -> Option<&str> {
         self.spans.get(i).map(|&(a, b)| &self.buf[a..b])
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> + '_ {
         self.spans.iter().map(|&(a, b)| &self.buf[a..b])
     }
 
     /// Whether `phrase` occurs as a contiguous word sequence.
-    pub fn has_phrase(&self, phrase: &[&str]) -> bool {
+    pub(crate) fn has_phrase(&self, phrase: &[&str]) -> bool {
         let n = phrase.len();
         if n == 0 || self.len() < n {
             return false;
@@ -193,7 +193,7 @@ impl Words {
     }
 
     /// Whether the space-separated `phrase` occurs word by word.
-    pub fn has_phrase_str(&self, phrase: &str) -> bool {
+    pub(crate) fn has_phrase_str(&self, phrase: &str) -> bool {
         if !phrase.is_ascii() {
             let p = Words::of(phrase);
             let refs: Vec<&str> = p.iter().collect();

@@ -16,7 +16,7 @@ pub(crate) fn normalize_volatile(s: &str) -> String {
 /// Every value replaced here must hold an ASCII digit or `-`: the fingerprint's one-pass parse
 /// skips strings holding neither (`fingerprint::may_hold_volatile`). A new pattern without
 /// either needs that check widened too.
-pub fn normalize_volatile_cow(s: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn normalize_volatile_cow(s: &str) -> std::borrow::Cow<'_, str> {
     let b = s.as_bytes();
     let mut out = String::new();
     let mut last = 0;

@@ -4,7 +4,7 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::Span;
 
 /// The value of `key` among `attrs` (the last one wins, as in the SDKs' attribute maps).
-pub fn get<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Value> {
+pub(crate) fn get<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Value> {
     attrs
         .iter()
         .rev()
@@ -14,7 +14,7 @@ pub fn get<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Value> {
 }
 
 /// A string attribute, or the text form of a scalar one; empty strings count as absent.
-pub fn text(attrs: &[KeyValue], key: &str) -> Option<String> {
+pub(crate) fn text(attrs: &[KeyValue], key: &str) -> Option<String> {
     let s = match get(attrs, key)? {
         Value::StringValue(s) => s.clone(),
         Value::IntValue(i) => i.to_string(),
@@ -27,7 +27,7 @@ pub fn text(attrs: &[KeyValue], key: &str) -> Option<String> {
 
 /// A non-negative integer attribute (integers sent as doubles or strings are accepted too:
 /// instrumentors differ).
-pub fn count(attrs: &[KeyValue], key: &str) -> Option<u64> {
+pub(crate) fn count(attrs: &[KeyValue], key: &str) -> Option<u64> {
     match get(attrs, key)? {
         Value::IntValue(i) => u64::try_from(*i).ok(),
         Value::DoubleValue(d) if d.is_finite() && *d >= 0.0 && d.fract() == 0.0 => Some(*d as u64),
@@ -38,14 +38,14 @@ pub fn count(attrs: &[KeyValue], key: &str) -> Option<u64> {
 
 /// A span attribute, else the same key on one of the span's events (older GenAI
 /// instrumentations put tool arguments and results, and message contents, on events).
-pub fn span_text(span: &Span, key: &str) -> Option<String> {
+pub(crate) fn span_text(span: &Span, key: &str) -> Option<String> {
     text(&span.attributes, key)
         .or_else(|| span.events.iter().find_map(|e| text(&e.attributes, key)))
 }
 
 /// `value` as JSON: scalars as themselves, arrays and key/value lists as arrays and objects,
 /// bytes as base64 (OTLP/JSON's own form for them).
-pub fn to_json(value: &Value) -> serde_json::Value {
+pub(crate) fn to_json(value: &Value) -> serde_json::Value {
     use base64::Engine;
     let any = |v: &AnyValue| v.value.as_ref().map_or(serde_json::Value::Null, to_json);
     match value {
@@ -73,7 +73,7 @@ pub fn to_json(value: &Value) -> serde_json::Value {
 /// Tool arguments or results as the JSON text of a v1 `tool_input`/`tool_output`: the text
 /// itself when it already is JSON (the conventions carry a JSON-encoded string), else the text
 /// as a JSON string. Either way the same span gives the same bytes.
-pub fn json_text(attrs_text: Option<String>) -> Option<crate::contract::JsonText> {
+pub(crate) fn json_text(attrs_text: Option<String>) -> Option<crate::contract::JsonText> {
     let t = attrs_text?;
     crate::contract::JsonText::parse(&t).ok().or_else(|| {
         crate::contract::JsonText::parse(&serde_json::Value::String(t).to_string()).ok()

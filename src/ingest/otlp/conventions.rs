@@ -24,7 +24,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 
 /// What a span is to eddy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpanKind {
+pub(crate) enum SpanKind {
     /// An agent invocation: names the run.
     Agent,
     /// A tool execution: a `tool_call` step.
@@ -42,7 +42,7 @@ const VERCEL_OPERATION: &str = "ai.operationId";
 /// The name LangGraph gives a compiled graph that was not given one.
 const LANGGRAPH_DEFAULT_NAME: &str = "LangGraph";
 
-pub fn classify(span: &Span) -> SpanKind {
+pub(crate) fn classify(span: &Span) -> SpanKind {
     let a = &span.attributes;
     if let Some(op) = attrs::text(a, GEN_AI_OPERATION) {
         match op.as_str() {
@@ -127,7 +127,7 @@ fn langgraph_node(span: &Span) -> Option<String> {
 /// `agent.name`, the `lc_agent_name` LangChain's agents put in their runs' metadata,
 /// OpenLLMetry's entity name, the Vercel AI SDK's function id; else (on an agent span) the
 /// span's own name, which for a LangGraph graph is the graph's name.
-pub fn agent_name(span: &Span, kind: SpanKind) -> Option<String> {
+pub(crate) fn agent_name(span: &Span, kind: SpanKind) -> Option<String> {
     let a = &span.attributes;
     attrs::text(a, "gen_ai.agent.name")
         .or_else(|| attrs::text(a, "agent.name"))
@@ -142,45 +142,45 @@ pub fn agent_name(span: &Span, kind: SpanKind) -> Option<String> {
 }
 
 /// Where each field is looked for, in order (the first present wins).
-pub const TOOL_NAME: &[&str] = &[
+pub(crate) const TOOL_NAME: &[&str] = &[
     "gen_ai.tool.name",
     "tool.name",
     "ai.toolCall.name",
     "traceloop.entity.name",
 ];
-pub const TOOL_INPUT: &[&str] = &[
+pub(crate) const TOOL_INPUT: &[&str] = &[
     "gen_ai.tool.call.arguments",
     "input.value",
     "ai.toolCall.args",
     "traceloop.entity.input",
 ];
-pub const TOOL_OUTPUT: &[&str] = &[
+pub(crate) const TOOL_OUTPUT: &[&str] = &[
     "gen_ai.tool.call.result",
     "output.value",
     "ai.toolCall.result",
     "traceloop.entity.output",
 ];
-pub const MODEL_OUTPUT: &[&str] = &[
+pub(crate) const MODEL_OUTPUT: &[&str] = &[
     "llm.output_messages.0.message.content",
     "gen_ai.output.messages",
     "gen_ai.completion.0.content",
     "ai.response.text",
     "output.value",
 ];
-pub const RUN_INPUT: &[&str] = &[
+pub(crate) const RUN_INPUT: &[&str] = &[
     "gen_ai.input.messages",
     "input.value",
     "traceloop.entity.input",
     "ai.prompt",
 ];
-pub const RUN_OUTPUT: &[&str] = &[
+pub(crate) const RUN_OUTPUT: &[&str] = &[
     "gen_ai.output.messages",
     "output.value",
     "traceloop.entity.output",
     "ai.response.text",
 ];
 /// (input, output) token counts, summed; the first pair of which either is present wins.
-pub const TOKEN_PAIRS: &[(&str, &str)] = &[
+pub(crate) const TOKEN_PAIRS: &[(&str, &str)] = &[
     ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
     ("llm.token_count.prompt", "llm.token_count.completion"),
     (
@@ -191,14 +191,14 @@ pub const TOKEN_PAIRS: &[(&str, &str)] = &[
     ("ai.usage.promptTokens", "ai.usage.completionTokens"),
 ];
 /// Totals, used when no pair is there.
-pub const TOKEN_TOTALS: &[&str] = &["llm.token_count.total", "llm.usage.total_tokens"];
+pub(crate) const TOKEN_TOTALS: &[&str] = &["llm.token_count.total", "llm.usage.total_tokens"];
 
 /// OpenLLMetry's LangChain instrumentation records a tool's input as
 /// `{"input_str", "tags", "metadata", "inputs", "kwargs"}` and its output as
 /// `{"output", "kwargs"}`: the metadata (LangGraph's step number, a checkpoint id) and kwargs
 /// (the call id) change on every call, so the same call would never look the same. The
 /// arguments and the result are what identify a call; they are taken out of the wrapper.
-pub fn openllmetry_payload(span: &Span, text: String, input: bool) -> String {
+pub(crate) fn openllmetry_payload(span: &Span, text: String, input: bool) -> String {
     if attrs::text(&span.attributes, TRACELOOP_KIND).is_none() {
         return text;
     }

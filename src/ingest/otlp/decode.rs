@@ -1,6 +1,6 @@
 //! Request bodies to `ExportTraceServiceRequest` and responses back, in the request's
 //! encoding (OTLP/HTTP: `application/x-protobuf` or `application/json`, optionally gzip).
-pub use super::encoding::{encode, Encoding};
+pub(crate) use super::encoding::{encode, Encoding};
 use super::error::OtlpError;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
@@ -9,7 +9,7 @@ use std::io::Read;
 /// Undo a compression (HTTP's `Content-Encoding`, gRPC's `grpc-encoding`: `gzip`, `deflate`
 /// (zlib, as both protocols mean it) or none), reading at most `limit` bytes of the result: a
 /// small compressed body may not expand without bound.
-pub fn decompress(
+pub(crate) fn decompress(
     body: &[u8],
     content_encoding: Option<&str>,
     limit: usize,
@@ -36,7 +36,7 @@ pub fn decompress(
     Ok(out)
 }
 
-pub fn decode(bytes: &[u8], enc: Encoding) -> Result<ExportTraceServiceRequest, OtlpError> {
+pub(crate) fn decode(bytes: &[u8], enc: Encoding) -> Result<ExportTraceServiceRequest, OtlpError> {
     match enc {
         Encoding::Protobuf => ExportTraceServiceRequest::decode(bytes)
             .map_err(|e| OtlpError::Malformed(format!("protobuf body: {e}"))),

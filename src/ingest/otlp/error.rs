@@ -48,11 +48,11 @@ pub enum OtlpError {
 /// `google.rpc.Status`, which OTLP/HTTP puts in the body of every error response. Not among
 /// opentelemetry-proto's messages (it is googleapis'); two fields are all OTLP uses.
 #[derive(Clone, PartialEq, prost::Message, serde::Serialize)]
-pub struct RpcStatus {
+pub(crate) struct RpcStatus {
     #[prost(int32, tag = "1")]
-    pub code: i32,
+    pub(crate) code: i32,
     #[prost(string, tag = "2")]
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl OtlpError {
@@ -80,7 +80,7 @@ impl OtlpError {
     }
 
     /// The answer, encoded as the request was (JSON when that is not known).
-    pub fn response(&self, enc: Encoding) -> Response {
+    pub(crate) fn response(&self, enc: Encoding) -> Response {
         let status = self.status();
         let message = match self {
             Self::Unavailable(_) | Self::Busy(_) => {
@@ -117,7 +117,7 @@ impl OtlpError {
     /// RESOURCE_EXHAUSTED only when it carries `RetryInfo` (the OTLP specification's rule; the
     /// Go exporter reads it from the status details, the Python one from the
     /// `google.rpc.retryinfo-bin` trailer, so both are sent).
-    pub fn grpc_status(&self) -> tonic::Status {
+    pub(crate) fn grpc_status(&self) -> tonic::Status {
         use tonic_types::{ErrorDetails, StatusExt};
         let code = tonic::Code::from_i32(self.rpc_code());
         let message = match self {
@@ -147,7 +147,7 @@ impl OtlpError {
     }
 
     /// The `answer` label in the request metric.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Self::Malformed(_) | Self::UnsupportedMediaType(_) | Self::TooLarge(_) => "bad_request",
             Self::Unauthorized => "unauthorized",

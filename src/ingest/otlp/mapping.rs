@@ -9,11 +9,11 @@ use super::conventions::{self as conv, agent_name};
 use crate::contract::{Event, RunFinished, RunKey, RunStarted, RunStatus, Step, TerminationReason};
 use opentelemetry_proto::tonic::trace::v1::{status::StatusCode, Span};
 
-pub use super::conventions::{classify, SpanKind};
+pub(crate) use super::conventions::{classify, SpanKind};
 
 /// Why a span gives no event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Skip {
+pub(crate) enum Skip {
     /// A trace id that is not 16 non-zero bytes, or a span id that is not 8: rejected (counted
     /// in the response's `partial_success`).
     InvalidIds,
@@ -22,7 +22,7 @@ pub enum Skip {
 }
 
 /// The run id of a trace id: its lowercase hex, as OTLP/JSON and the W3C header write it.
-pub fn run_id(trace_id: &[u8]) -> Option<String> {
+pub(crate) fn run_id(trace_id: &[u8]) -> Option<String> {
     (trace_id.len() == 16 && trace_id.iter().any(|&b| b != 0)).then(|| hex::encode(trace_id))
 }
 
@@ -30,7 +30,7 @@ pub fn run_id(trace_id: &[u8]) -> Option<String> {
 /// to 0..1000. A span exported twice gets the same index (a redelivery); spans of one run get
 /// indices in start order whichever batch, order or replica they arrive in. Two spans of one
 /// run share an index only if they start in the same microsecond *and* their ids fold alike.
-pub fn step_index(start_unix_nano: u64, span_id: &[u8]) -> u64 {
+pub(crate) fn step_index(start_unix_nano: u64, span_id: &[u8]) -> u64 {
     // FNV-1a: fixed, so every replica and every version of eddy folds an id the same way.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in span_id {
@@ -106,7 +106,7 @@ fn step(key: &RunKey, span: &Span, kind: SpanKind) -> Step {
 /// - an agent span: a `run_started` naming the run;
 /// - the trace's root span (no parent), of any kind: a `run_finished` at its end, `failed`
 ///   when its status is ERROR. Children end before their root, so this comes last.
-pub fn events(project_id: &str, span: &Span) -> Result<Vec<Event>, Skip> {
+pub(crate) fn events(project_id: &str, span: &Span) -> Result<Vec<Event>, Skip> {
     let run_id = run_id(&span.trace_id).ok_or(Skip::InvalidIds)?;
     if span.span_id.len() != 8 {
         return Err(Skip::InvalidIds);

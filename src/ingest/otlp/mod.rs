@@ -7,7 +7,7 @@
 //! become v1 events keyed by run id (the trace id). `mapping.rs` holds the rules, docs/otlp.md
 //! the table.
 //!
-//! Both transports share one core ([`Receiver::export`]): the same key check, size limits,
+//! Both transports share one core (`Receiver::export`): the same key check, size limits,
 //! mapping, acknowledgement rule and metrics. Answers are a collector's: success with an
 //! `ExportTraceServiceResponse` (its `partial_success` counts spans rejected for invalid ids),
 //! a refusal with the reason for a body that is not an export request or is too large, and a
@@ -17,14 +17,14 @@
 //! `ingest-http`.
 mod attrs;
 mod conventions;
-pub mod decode;
+pub(crate) mod decode;
 mod encoding;
 mod error;
 mod grpc;
 mod http;
-pub mod mapping;
+pub(crate) mod mapping;
 
-pub use error::OtlpError;
+pub(crate) use error::OtlpError;
 
 use crate::config::{IngestConfig, KafkaConfig};
 use crate::contract::Event;
@@ -41,10 +41,10 @@ use tokio_util::sync::CancellationToken;
 
 /// A compressed request may expand to this much at most; on the wire a request may take
 /// `MAX_BODY_BYTES` (as for `ingest-http`), over either transport.
-pub const MAX_DECODED_BYTES: usize = 16 * MAX_BODY_BYTES;
+pub(crate) const MAX_DECODED_BYTES: usize = 16 * MAX_BODY_BYTES;
 
 /// The resource attribute naming a span's project when no API key does.
-pub const PROJECT_ATTRIBUTE: &str = "eddy.project.id";
+pub(crate) const PROJECT_ATTRIBUTE: &str = "eddy.project.id";
 
 struct Receiver {
     /// Key → project; empty: no key asked, the project comes from the spans.
@@ -55,16 +55,16 @@ struct Receiver {
 
 /// What one export request turned into.
 #[derive(Debug, Default, PartialEq)]
-pub struct Mapped {
+pub(crate) struct Mapped {
     /// (Kafka key, v1 payload), in a fixed order: by event time, lifecycle around the steps.
-    pub messages: Vec<(String, Vec<u8>)>,
-    pub spans: u64,
+    pub(crate) messages: Vec<(String, Vec<u8>)>,
+    pub(crate) spans: u64,
     /// Spans with an invalid trace or span id: reported in `partial_success`.
-    pub rejected: u64,
+    pub(crate) rejected: u64,
     /// Spans that are no agent, tool or model span: skipped.
-    pub unmapped: u64,
+    pub(crate) unmapped: u64,
     /// Spans whose event the v1 contract would refuse (an over-long id, say): skipped.
-    pub invalid: u64,
+    pub(crate) invalid: u64,
 }
 
 fn order(e: &Event) -> (i64, u8, u64) {
@@ -76,7 +76,7 @@ fn order(e: &Event) -> (i64, u8, u64) {
 }
 
 /// The request's spans as v1 messages; `key_project` (the API key's) wins over the resource's.
-pub fn map_request(
+pub(crate) fn map_request(
     req: &ExportTraceServiceRequest,
     key_project: Option<&str>,
     default_project: &str,

@@ -6,7 +6,7 @@ use crate::ui::queries::{AgentRow, DetectorRow, Fleet, PatternRow, TerminationRo
 use crate::ui::{fmt, links, palette::PALETTE, svg};
 use maud::{html, Markup};
 
-pub fn render(p: &FleetParams, w: &Window, charts: &Charts, data: &Fleet) -> Markup {
+pub(crate) fn render(p: &FleetParams, w: &Window, charts: &Charts, data: &Fleet) -> Markup {
     let body = html! {
         (form(p, w))
         (window_line(w))

@@ -29,7 +29,7 @@ const COLUMNS: &[&str] = &[
     "time", "project", "run", "agent", "detector", "severity", "pattern",
 ];
 
-pub fn render() -> Markup {
+pub(crate) fn render() -> Markup {
     let body = html! {
         p.muted {
             "Signals published to the output topic from the moment this page opened. "

@@ -8,10 +8,10 @@
 //!
 //! Templates take rows and values already shaped for them (see `fleet_view`, `run_view`) and
 //! make no decisions beyond how those look.
-pub mod fleet;
-pub mod live;
-pub mod run;
-pub mod search;
+pub(crate) mod fleet;
+pub(crate) mod live;
+pub(crate) mod run;
+pub(crate) mod search;
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
@@ -31,7 +31,7 @@ form{display:flex;gap:8px;align-items:center;flex-wrap:wrap}input,select{font:in
 .kv td:first-child{color:#555}";
 
 /// The page frame: title, navigation, body.
-pub fn page(title: &str, body: Markup) -> Markup {
+pub(crate) fn page(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -59,7 +59,7 @@ pub fn page(title: &str, body: Markup) -> Markup {
 
 /// A table with an id (the browser test finds it), a header unless every heading is blank,
 /// and its rows (each a `tr`), or a line saying there are none.
-pub fn table(id: &str, head: &[&str], rows: &[Markup]) -> Markup {
+pub(crate) fn table(id: &str, head: &[&str], rows: &[Markup]) -> Markup {
     html! {
         table id=(id) {
             @if head.iter().any(|h| !h.is_empty()) {
@@ -76,17 +76,17 @@ pub fn table(id: &str, head: &[&str], rows: &[Markup]) -> Markup {
 }
 
 /// What a failed request shows: the error's own words.
-pub fn error_page(message: &str) -> Markup {
+pub(crate) fn error_page(message: &str) -> Markup {
     page("Error", html! { p { (message) } })
 }
 
 /// Hostile names for the pages' escaping tests: markup, both quotes, an ampersand.
 #[cfg(test)]
 pub(crate) mod hostile {
-    pub const NAME: &str = r#"<script>alert("x")</script>' & <img src=x onerror=y>"#;
+    pub(crate) const NAME: &str = r#"<script>alert("x")</script>' & <img src=x onerror=y>"#;
 
     /// `page` shows `NAME` only as text: no element or attribute of its own survives.
-    pub fn assert_escaped(page: &str, at_least: usize) {
+    pub(crate) fn assert_escaped(page: &str, at_least: usize) {
         // The frame has no script of its own, and quotes can't close an attribute.
         assert!(!page.contains("<script"), "{page}");
         assert!(!page.contains("<img"), "{page}");

@@ -5,7 +5,7 @@ use crate::ui::run_view::{self, Loop, StepView};
 use crate::ui::{fmt, svg};
 use maud::{html, Markup};
 
-pub fn render(project: &str, run_id: &str, data: &Run) -> Markup {
+pub(crate) fn render(project: &str, run_id: &str, data: &Run) -> Markup {
     let lp = Loop::of(data.summary.as_ref());
     let steps = run_view::steps(&data.steps, lp);
     let body = html! {

@@ -5,7 +5,7 @@ use crate::ui::params::SearchParams;
 use crate::ui::queries::{SearchRow, SEARCH_LIMIT};
 use maud::{html, Markup};
 
-pub fn render(p: &SearchParams, rows: &[SearchRow]) -> Markup {
+pub(crate) fn render(p: &SearchParams, rows: &[SearchRow]) -> Markup {
     let body = html! {
         (form(p))
         p.muted {

@@ -17,31 +17,38 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-pub use store::Holding;
+pub(crate) use store::Holding;
 use store::Store;
 
-pub const CYCLE: u8 = 1;
-pub const REPEAT: u8 = 2;
-pub const STALL: u8 = 4;
-pub const CONTEXT: u8 = 8;
-pub const NEARDUP: u8 = 16;
+pub(crate) const CYCLE: u8 = 1;
+pub(crate) const REPEAT: u8 = 2;
+pub(crate) const STALL: u8 = 4;
+pub(crate) const CONTEXT: u8 = 8;
+pub(crate) const NEARDUP: u8 = 16;
 const BITS: [u8; 5] = [CYCLE, REPEAT, STALL, CONTEXT, NEARDUP];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Call {
-    pub step: u64,
-    pub action: u64,
-    pub primary: u64,
-    pub output: u64,
+pub(crate) struct Call {
+    pub(crate) step: u64,
+    pub(crate) action: u64,
+    pub(crate) primary: u64,
+    pub(crate) output: u64,
     /// `Progress::novel_actions` after this step (repeated operation's reset rule).
     work: u64,
     /// The tool tolerates the same output (`ToolClass::tolerates_same_output`).
-    pub repeatable: bool,
+    pub(crate) repeatable: bool,
     bits: u8,
 }
 
 impl Call {
-    pub fn new(step: u64, action: u64, primary: u64, output: u64, work: u64, rep: bool) -> Self {
+    pub(crate) fn new(
+        step: u64,
+        action: u64,
+        primary: u64,
+        output: u64,
+        work: u64,
+        rep: bool,
+    ) -> Self {
         Self {
             step,
             action,
@@ -53,17 +60,13 @@ impl Call {
         }
     }
 
-    pub fn work(&self) -> u64 {
+    pub(crate) fn work(&self) -> u64 {
         self.work
-    }
-
-    pub fn has(&self, bit: u8) -> bool {
-        self.bits & bit != 0
     }
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct History {
+pub(crate) struct History {
     calls: Store,
     /// Calls per detector bit (derived, not serialised).
     /// 16 bits: windows hold at most [`MAX_WINDOW`] calls.
@@ -72,7 +75,7 @@ pub struct History {
 
 /// The most calls one window holds (larger configured windows are cut to it): a window is
 /// scanned on every step, so one this long is a mistake anyway.
-pub const MAX_WINDOW: usize = u16::MAX as usize;
+pub(crate) const MAX_WINDOW: usize = u16::MAX as usize;
 
 fn slot(bit: u8) -> usize {
     bit.trailing_zeros() as usize
@@ -80,12 +83,12 @@ fn slot(bit: u8) -> usize {
 
 impl History {
     /// The current step's call; detectors then [`History::join`] it.
-    pub fn push(&mut self, c: Call) {
+    pub(crate) fn push(&mut self, c: Call) {
         self.calls.push_back(c);
     }
 
     /// An entry of a record's window: a call in that one window.
-    pub fn restore(&mut self, mut c: Call, bit: u8) {
+    pub(crate) fn restore(&mut self, mut c: Call, bit: u8) {
         // A record cannot hold a longer window; ignore a malformed one's excess.
         if self.len(bit) >= MAX_WINDOW {
             return;
@@ -97,13 +100,13 @@ impl History {
     }
 
     /// Every window restored: no room kept beyond the calls (as live growth keeps none).
-    pub fn restored(&mut self) {
+    pub(crate) fn restored(&mut self) {
         self.calls.shrink_to_fit();
     }
 
     /// Put the current (last) call in `bit`'s window, keeping at most `cap` calls there.
     /// Returns how many of its oldest calls left the window.
-    pub fn join(&mut self, bit: u8, cap: usize) -> usize {
+    pub(crate) fn join(&mut self, bit: u8, cap: usize) -> usize {
         let Some(last) = self.calls.len().checked_sub(1) else {
             return 0;
         };
@@ -124,12 +127,12 @@ impl History {
     }
 
     /// Remove the calls of `bit`'s window for which `gone` is true.
-    pub fn leave(&mut self, bit: u8, gone: impl FnMut(&Call) -> bool) {
+    pub(crate) fn leave(&mut self, bit: u8, gone: impl FnMut(&Call) -> bool) {
         let n = self.calls.release_if(bit, gone);
         self.counts[slot(bit)] -= n;
     }
 
-    pub fn len(&self, bit: u8) -> usize {
+    pub(crate) fn len(&self, bit: u8) -> usize {
         self.counts[slot(bit)] as usize
     }
 
@@ -140,19 +143,19 @@ impl History {
     }
 
     /// `bit`'s window, oldest first.
-    pub fn members(&self, bit: u8) -> Holding<'_> {
+    pub(crate) fn members(&self, bit: u8) -> Holding<'_> {
         self.calls.holding(self.first(bit), bit)
     }
 
     /// `bit`'s newest call, found from the end (no walk back over the window to its start,
     /// as [`History::members`] does for a scan in order).
-    pub fn last(&self, bit: u8) -> Option<Call> {
+    pub(crate) fn last(&self, bit: u8) -> Option<Call> {
         self.calls.holding(0, bit).next_back()
     }
 
     /// `bit`'s window with indexed access: a view of the newest calls when they are all in it
     /// (the usual case), else a list.
-    pub fn view(&self, bit: u8) -> View<'_> {
+    pub(crate) fn view(&self, bit: u8) -> View<'_> {
         let n = self.len(bit);
         let start = self.calls.len().saturating_sub(n);
         // Every call in the window (the longest one's usual case): nothing to check.
@@ -169,7 +172,7 @@ impl History {
     /// After a step: drop calls no window holds. Ones left in the middle (an entry forgotten
     /// while older ones stay) are swept once they are as many as the windows' calls, so the
     /// history stays within twice the windows' bounds.
-    pub fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         while self.calls.len() > 0 && self.calls.bits(self.calls.len() - 1) == 0 {
             self.calls.pop_back();
         }
@@ -203,24 +206,20 @@ impl PartialEq for History {
     }
 }
 
-pub enum View<'a> {
+pub(crate) enum View<'a> {
     Suffix(&'a History, usize),
     Listed(Vec<Call>),
 }
 
 impl View<'_> {
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             View::Suffix(h, start) => h.calls.len() - start,
             View::Listed(v) => v.len(),
         }
     }
 
-    pub fn get(&self, i: usize) -> Call {
+    pub(crate) fn get(&self, i: usize) -> Call {
         match self {
             View::Suffix(h, start) => h.calls.get(start + i),
             View::Listed(v) => v[i],

@@ -233,7 +233,7 @@ impl Store {
 
 /// The calls of one window, decoded as they are read: see [`Store::holding`].
 #[derive(Clone)]
-pub struct Holding<'a> {
+pub(crate) struct Holding<'a> {
     bit: u8,
     calls: Forms<'a>,
 }

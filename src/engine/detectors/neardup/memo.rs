@@ -31,7 +31,7 @@ const MEMO_MAX_INPUT: usize = 256;
 /// The detector's buffers and signature memo, lent by the partition's engine (see
 /// [`crate::engine::detectors::Caches`]).
 #[derive(Default)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     /// The argument text and feature hashes of the call at hand: reused, so a call allocates
     /// neither.
     text: String,

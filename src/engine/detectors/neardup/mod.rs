@@ -17,34 +17,34 @@ use super::history::{self, History, NEARDUP};
 use super::{hex64, FailClass, Finding, Latch, Levels, OutKind, StepView};
 use crate::engine::text::{Signature, MINHASH_K};
 use memo::call_sig;
-pub use memo::Scratch;
+pub(crate) use memo::Scratch;
 use serde::{Deserialize, Serialize};
 use signature::Call;
 use unordered::{holds_records, is_rich_text, unordered_key, BAG_MAX_OUTPUT};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct NearDupConfig {
-    pub enabled: bool,
+pub(crate) struct NearDupConfig {
+    pub(crate) enabled: bool,
     /// Recent counted tool calls compared against (LoopGuard semantic: window 6).
-    pub window: usize,
+    pub(crate) window: usize,
     /// Estimated Jaccard similarity of argument features (LoopGuard semantic: cosine 0.8 on
     /// embeddings; word-feature Jaccard runs lower for the same paraphrases).
-    pub similarity: f64,
+    pub(crate) similarity: f64,
     /// When the shared result is the same non-empty data, stricter: lookups of different
     /// entities often return identical data (`{"plan": "pro"}`) and are a batch, not a loop.
-    pub similarity_data: f64,
+    pub(crate) similarity_data: f64,
     /// ... unless that data is rich: an identical answer of at least this many distinct words
     /// (a result list with titles and urls) to similar questions means the questions were the
     /// same, so `similarity` applies. 0 disables.
-    pub rich_data_words: usize,
+    pub(crate) rich_data_words: usize,
     /// Similar calls with stagnant data, including the current one.
-    pub levels: Levels,
+    pub(crate) levels: Levels,
     /// Similar calls that all found nothing, failed alike, or got the same rich answer (see
     /// `rich_data_words`): a reviewer calls three reworded searches that each come back empty,
     /// or with the same documents, a loop (LoopGuard: 3 similar calls). Short identical data
     /// is also how a batch of lookups looks, so those calls wait for `levels`.
-    pub levels_strong: Levels,
+    pub(crate) levels_strong: Levels,
 }
 
 impl Default for NearDupConfig {
@@ -206,7 +206,7 @@ fn stagnant(a: &Call<'_>, b: &Call<'_>) -> bool {
 }
 
 impl NearDupState {
-    pub fn on_step(
+    pub(crate) fn on_step(
         &mut self,
         cfg: &NearDupConfig,
         v: &StepView<'_>,

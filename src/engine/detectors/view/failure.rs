@@ -12,7 +12,7 @@ use crate::engine::memo::Memo;
 use crate::engine::text::{ascii_tokens, key64, normalize_error, Words};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailClass {
+pub(crate) enum FailClass {
     /// auth, permission, not found, invalid/schema, unknown tool: retrying cannot help.
     Permanent,
     /// 429, timeouts, 5xx, "temporarily unavailable": retrying may help.
@@ -23,7 +23,7 @@ pub enum FailClass {
 }
 
 impl FailClass {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FailClass::Permanent => "permanent",
             FailClass::Retryable => "retryable",
@@ -34,20 +34,20 @@ impl FailClass {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Failure {
-    pub class: FailClass,
+pub(crate) struct Failure {
+    pub(crate) class: FailClass,
     /// Normalised error text identity (volatile values removed, lowercase, whitespace collapsed).
-    pub error_key: u64,
+    pub(crate) error_key: u64,
     /// For permanent failures that refuse the request (denied, invalid, unrecognised), the
     /// identity of the error's main message with what names the request masked (quoted values,
     /// identifiers, paths, ARNs, numbers, positions): `Unrecognized name: user_id at [1:8]` and
     /// `Unrecognized name: userId at [1:22]` are one refusal. The error key otherwise, and for
     /// "not found": a batch of lookups meets one for each entity that is missing.
-    pub shape_key: u64,
+    pub(crate) shape_key: u64,
     /// A permanent failure saying the thing asked for does not exist (and it is no part of a
     /// schema): lookups of different things that do not exist are a batch, not a loop.
-    pub not_found: bool,
-    pub text: String,
+    pub(crate) not_found: bool,
+    pub(crate) text: String,
 }
 
 fn collect_text(v: &Json<'_>, out: &mut String, depth: usize) {

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 /// `health` key (in JSON, YAML or `key: value` text) immediately followed by an in-progress
 /// value. Read from what the tool answered, so it works for any tool name (`bash` running
 /// `gh run view`, a REST client, `docker compose ps`).
-pub fn reports_in_progress(output_text: &str) -> bool {
+pub(crate) fn reports_in_progress(output_text: &str) -> bool {
     if output_text.len() > 2000 {
         return false;
     }
@@ -52,7 +52,7 @@ pub fn reports_in_progress(output_text: &str) -> bool {
 /// `ready`, `complete`, `finished`), or an HTTP 304 Not Modified answer to a conditional request
 /// (polling with `If-None-Match`). An environment's `"done": false` beside its observation is
 /// no operation: a step of an episode is not a status check.
-pub fn reports_waiting(output_text: &str) -> bool {
+pub(crate) fn reports_waiting(output_text: &str) -> bool {
     output_text.len() <= 2000
         && (reports_in_progress(output_text) || not_done(output_text) || not_modified(output_text))
 }

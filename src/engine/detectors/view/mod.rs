@@ -14,10 +14,10 @@ mod lexicon;
 mod output;
 mod tool_class;
 
-pub use super::class::ToolClass;
-pub use failure::{FailClass, Failure};
-pub use in_progress::{reports_in_progress, reports_waiting};
-pub use output::OutKind;
+pub(crate) use super::class::ToolClass;
+pub(crate) use failure::{FailClass, Failure};
+pub(crate) use in_progress::reports_waiting;
+pub(crate) use output::OutKind;
 
 use super::{DetectorConfig, ToolPolicy};
 use crate::contract::Step;
@@ -27,23 +27,23 @@ use failure::{classify_failure, ErrorMemo};
 use output::output_kind;
 use tool_class::{infer_class, name_info, NameInfo, NameMemo};
 
-pub struct StepView<'a> {
-    pub step: &'a Step,
-    pub canon: &'a Canonical<'a>,
-    pub tool: Option<&'a str>,
-    pub policy: Option<&'a ToolPolicy>,
-    pub class: ToolClass,
-    pub tool_key: u64,
+pub(crate) struct StepView<'a> {
+    pub(crate) step: &'a Step,
+    pub(crate) canon: &'a Canonical<'a>,
+    pub(crate) tool: Option<&'a str>,
+    pub(crate) policy: Option<&'a ToolPolicy>,
+    pub(crate) class: ToolClass,
+    pub(crate) tool_key: u64,
     /// Tool + whole canonical input.
-    pub action_key: u64,
+    pub(crate) action_key: u64,
     /// Tool + primary parameter (per-tool JSON pointer), else the action key.
-    pub primary_key: u64,
+    pub(crate) primary_key: u64,
     /// Canonical output + success flag.
-    pub output_key: u64,
-    pub failure: Option<Failure>,
-    pub out_kind: OutKind,
+    pub(crate) output_key: u64,
+    pub(crate) failure: Option<Failure>,
+    pub(crate) out_kind: OutKind,
     /// The tool condenses the conversation (`summarize_conversation`, `compact_history`).
-    pub condenses: bool,
+    pub(crate) condenses: bool,
 }
 
 fn fp64(fp: Option<[u8; 32]>) -> u64 {
@@ -53,7 +53,7 @@ fn fp64(fp: Option<[u8; 32]>) -> u64 {
 }
 
 impl<'a> StepView<'a> {
-    pub fn new(
+    pub(crate) fn new(
         cfg: &'a DetectorConfig,
         step: &'a Step,
         canon: &'a Canonical<'a>,
@@ -110,11 +110,11 @@ impl<'a> StepView<'a> {
     }
 
     /// A tool step that the repetition detectors count.
-    pub fn counted_tool(&self) -> bool {
+    pub(crate) fn counted_tool(&self) -> bool {
         self.tool.is_some() && self.class != ToolClass::Exempt
     }
 
-    pub fn fail_class(&self) -> Option<FailClass> {
+    pub(crate) fn fail_class(&self) -> Option<FailClass> {
         self.failure.as_ref().map(|f| f.class)
     }
 }
@@ -122,7 +122,7 @@ impl<'a> StepView<'a> {
 /// What the step view memoises: tool names with their classes, and error texts. Kept by the
 /// caller across steps, as names and errors recur.
 #[derive(Default)]
-pub struct ViewMemos {
+pub(crate) struct ViewMemos {
     tools: NameMemo,
     errors: ErrorMemo,
 }

@@ -5,7 +5,7 @@ use crate::engine::json::Json;
 use std::borrow::Cow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutKind {
+pub(crate) enum OutKind {
     /// Not a tool step.
     NoTool,
     Failure,

@@ -36,7 +36,7 @@ pub struct WorkerConfig {
     /// input has lag that no member works off, exits non-zero after this long (and `/livez`
     /// says why), so that its restart rejoins the group. Waiting for a full batch's flush or
     /// for ClickHouse never counts. 0 turns the watchdog off.
-    pub(crate) watchdog_timeout_ms: u64,
+    pub watchdog_timeout_ms: u64,
     /// Print a progress line every this many seconds (0 = never).
     pub progress_interval_s: u64,
     /// Input messages larger than this are dead-lettered (`too_large`) without being parsed.

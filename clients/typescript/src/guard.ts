@@ -9,6 +9,9 @@ import { kafka, KafkaConfig } from './kafka';
 import { LoopDetected, OutputEvent, Severity, Signal, RunTerminated, Verdicts } from './verdicts';
 import { Steer, SteeringGuard } from './steering';
 
+
+/** How long close() waits for librdkafka's consumer to close. */
+const CLOSE_TIMEOUT_MS = 10_000;
 export interface GuardOptions {
   brokers: string;
   topic?: string;
@@ -146,7 +149,18 @@ export class Guard implements SteeringGuard {
     } catch {
       // not connected: nothing assigned
     }
-    await new Promise<void>((resolve) => this.consumer.disconnect(() => resolve()));
+    // librdkafka's close has been seen to hang (once, in a CI rehearsal, after every signal
+    // had arrived); an agent shutting down must not wait on it for ever.
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(true), CLOSE_TIMEOUT_MS);
+      timer.unref();
+    });
+    const closed = new Promise<boolean>((resolve) => this.consumer.disconnect(() => resolve(false)));
+    if (await Promise.race([closed, gaveUp])) {
+      this.errors.push(`the signals consumer did not close within ${CLOSE_TIMEOUT_MS} ms`);
+    }
+    clearTimeout(timer);
   }
 
   private take(key: RdKafka.MessageKey | undefined, value: Buffer | null): void {
